@@ -1,0 +1,48 @@
+"""Where the shipped data lives: presets/ and db/ at the repository top, or inside the wheel.
+
+A wheel carries them as engine/_data/{presets,db} (pyproject.toml, force-include); a source checkout
+or editable install reads them from the repository root. User presets live in the config directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    packaged = _HERE / "_data" / name
+    if packaged.is_dir():
+        return packaged
+    return _HERE.parent / name
+
+
+def presets_dir() -> Path:
+    """The shipped presets (models, GPUs, machines, cloud prices)."""
+    return _data_dir("presets")
+
+
+def db_dir() -> Path:
+    """The shipped benchmark databases."""
+    return _data_dir("db")
+
+
+def shipped_db() -> Path:
+    """The database the app opens when no --db is given: measured results and the paper's."""
+    return db_dir() / "tui-planner.duckdb"
+
+
+def user_presets_dir() -> Path:
+    """TOML files here override or extend the shipped presets ($XDG_CONFIG_HOME/tui-planner/presets)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "tui-planner" / "presets"
+
+
+def is_shipped(path: Path) -> bool:
+    """Shipped databases open read-only."""
+    try:
+        return Path(path).resolve().parent == db_dir().resolve()
+    except OSError:
+        return False

@@ -1,0 +1,533 @@
+"""Presets are data: TOML files validated into frozen dataclasses at load.
+
+What a model, a GPU, a machine or a cloud price is lives in presets/*.toml, never in Python. Files load
+in order (shipped presets, then the user's config directory, then each --presets path); a later file
+may override single keys of an entry (`[gpus.h100.price] usd = 25000`) or add whole new entries. Every
+error names the file that holds the key, the key and what was expected (engine.errors.PresetError).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from engine.errors import PresetError
+from engine.paths import presets_dir, user_presets_dir
+
+ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
+PRECISIONS = ("fp16", "bf16", "fp32")
+OBJECTIVES = ("causal-lm", "masked-lm", "image-classification")
+OPTIMIZERS = ("adam", "adamw")
+ATTENTION = ("sdpa", "eager", "none")
+CHECKPOINTING = ("hf", "stages", "none")
+TOP_LEVEL = ("models", "gpus", "machines", "cloud")
+
+
+@dataclass(frozen=True)
+class Price:
+    usd: float
+    date: dt.date
+    source: str
+
+
+@dataclass(frozen=True)
+class Gpu:
+    id: str
+    name: str
+    architecture: str
+    compute_capability: str
+    memory_gb: float
+    peak_16bit_tflops: float  # dense fp16/bf16 tensor throughput, fp32 accumulate
+    bf16: bool
+    peak_tf32_tflops: float | None  # None: no TF32 (pre-Ampere)
+    memory_bandwidth_gbs: float
+    tdp_w: float
+    interconnect: str
+    interconnect_gbs: float
+    spec_source: str
+    price: Price | None
+    note: str = ""
+
+    @property
+    def tf32(self) -> bool:
+        return self.peak_tf32_tflops is not None
+
+    @property
+    def peak_16bit_flops(self) -> float:
+        return self.peak_16bit_tflops * 1e12
+
+
+@dataclass(frozen=True)
+class Training:
+    """The paper's replication recipe (Table 3, Appendix C)."""
+
+    batch_size: int
+    steps: int
+    precision: str
+    optimizer: str
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    max_grad_norm: float | None
+    schedule: str
+    warmup_steps: int
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    name: str
+    hf_class: str  # transformers class built from `config` with random weights
+    config_class: str
+    objective: str
+    config: Mapping[str, Any]  # Hugging Face config values (read-only)
+    training: Training
+    training_flops: float
+    training_flops_source: str
+    seq_len: int | None = None  # token models
+    vocab_size: int | None = None  # ids drawn for dummy data
+    image_size: int | None = None  # image models
+    num_classes: int | None = None
+    attention: str = "sdpa"  # attention implementation with free-lunch on
+    compile: bool = True  # torch.compile allowed
+    checkpointing: str = "hf"  # how activation checkpointing is applied
+    fsdp_wrap: str = ""  # transformer-block class FSDP wraps
+    fused_kernels: tuple[str, ...] = ()  # optional packages for the fast path (e.g. mamba_ssm)
+    params_label: str = ""
+    paper_training_flops: float | None = None
+    source: str = ""
+    note: str = ""
+
+    @property
+    def tokens_per_sample(self) -> int | None:
+        return self.seq_len
+
+    @property
+    def flops_per_step(self) -> float:
+        return self.training_flops / self.training.steps
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The base system (everything but the GPUs) for a GPU count: paper Tables 6 and 7."""
+
+    num_gpus: int
+    kind: str
+    cost_usd: float
+    source: str
+    parts: str = ""
+
+
+@dataclass(frozen=True)
+class CloudPrice:
+    gpu: str
+    provider: str
+    usd_per_gpu_hour: float
+    date: dt.date
+    source: str
+
+
+@dataclass(frozen=True)
+class Presets:
+    models: Mapping[str, Model]
+    gpus: Mapping[str, Gpu]
+    machines: Mapping[int, Machine]
+    cloud: tuple[CloudPrice, ...]
+    files: tuple[str, ...] = field(default=())
+
+    def model(self, model_id: str) -> Model:
+        try:
+            return self.models[model_id]
+        except KeyError:
+            raise PresetError("presets", f"models.{model_id}", f"one of {', '.join(self.models)}") from None
+
+    def gpu(self, gpu_id: str) -> Gpu:
+        try:
+            return self.gpus[gpu_id]
+        except KeyError:
+            raise PresetError("presets", f"gpus.{gpu_id}", f"one of {', '.join(self.gpus)}") from None
+
+    def machine_for(self, num_gpus: int) -> Machine | None:
+        """The smallest machine preset that holds num_gpus GPUs."""
+        fits = [m for n, m in sorted(self.machines.items()) if n >= num_gpus]
+        return fits[0] if fits else None
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+class _Origins:
+    """Which file set each key path, so an error can name the file a user must edit."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[tuple[str, ...], str] = {}
+
+    def set(self, path: tuple[str, ...], file: str) -> None:
+        self._by_path[path] = file
+
+    def file_for(self, path: tuple[str, ...]) -> str:
+        while path:
+            if path in self._by_path:
+                return self._by_path[path]
+            path = path[:-1]
+        return "presets"
+
+
+def _merge(into: dict, new: Mapping, path: tuple[str, ...], origins: _Origins, file: str) -> None:
+    for key, value in new.items():
+        here = path + (str(key),)
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value, here, origins, file)
+        else:
+            into[key] = _copy(value)
+            _mark(value, here, origins, file)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _mark(value: Any, path: tuple[str, ...], origins: _Origins, file: str) -> None:
+    origins.set(path, file)
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _mark(v, path + (str(k),), origins, file)
+
+
+class _Table:
+    """Typed access to one TOML table; every failure is a PresetError naming file and key."""
+
+    def __init__(self, data: Mapping, path: tuple[str, ...], origins: _Origins):
+        if not isinstance(data, Mapping):
+            raise PresetError(origins.file_for(path), ".".join(path), "a table", data)
+        self.data, self.path, self.origins = data, path, origins
+        self.used: set[str] = set()
+
+    def _err(self, key: str, expected: str, got: object = None) -> PresetError:
+        full = self.path + (key,)
+        return PresetError(self.origins.file_for(full), ".".join(full), expected, got)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, expected: str, default: Any = ...) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                file = self.origins.file_for(self.path)
+                raise PresetError(file, ".".join(self.path + (key,)), f"{expected} (the key is missing)")
+            return default
+        return self.data[key]
+
+    def str(self, key: str, default: Any = ..., choices: Iterable[str] | None = None) -> str:
+        choices = tuple(choices) if choices else None
+        expected = f"one of {', '.join(repr(c) for c in choices)}" if choices else "a string"
+        value = self.raw(key, expected, default)
+        if value is default and default is not ...:
+            return value
+        if not isinstance(value, str) or (choices and value not in choices) or (not choices and not value.strip()):
+            raise self._err(key, expected if choices else "a non-empty string", value)
+        return value
+
+    def number(self, key: str, default: Any = ..., positive: bool = True, allow_zero: bool = False) -> float:
+        expected = "a positive number" if positive and not allow_zero else "a number >= 0" if positive else "a number"
+        value = self.raw(key, expected, default)
+        if value is default and default is not ...:
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self._err(key, expected, value)
+        if positive and (value < 0 or (value == 0 and not allow_zero)):
+            raise self._err(key, expected, value)
+        return float(value)
+
+    def int(self, key: str, default: Any = ...) -> int:
+        value = self.raw(key, "a positive integer", default)
+        if value is default and default is not ...:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self._err(key, "a positive integer", value)
+        return value
+
+    def bool(self, key: str, default: Any = ...) -> bool:
+        value = self.raw(key, "true or false", default)
+        if not isinstance(value, bool):
+            raise self._err(key, "true or false", value)
+        return value
+
+    def date(self, key: str) -> dt.date:
+        value = self.raw(key, "a date like 2024-09-21")
+        if isinstance(value, dt.datetime):
+            return value.date()
+        if isinstance(value, dt.date):
+            return value
+        raise self._err(key, "a date like 2024-09-21 (TOML date, no quotes)", value)
+
+    def table(self, key: str, default: Any = ...) -> "_Table | Any":
+        value = self.raw(key, "a table", default)
+        if value is default and default is not ...:
+            return value
+        if not isinstance(value, Mapping):
+            raise self._err(key, "a table", value)
+        return _Table(value, self.path + (key,), self.origins)
+
+    def finish(self) -> None:
+        extra = sorted(set(self.data) - self.used)
+        if extra:
+            raise self._err(extra[0], f"no such key here (known keys: {', '.join(sorted(self.used))})")
+
+
+def _load_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise PresetError(str(path), None, "an existing TOML file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PresetError(str(path), None, f"valid TOML ({e})") from None
+    except OSError as e:
+        raise PresetError(str(path), None, f"a readable file ({e.strerror})") from None
+
+
+def preset_files(extra: Iterable[str | Path] = (), include_user: bool = True) -> list[Path]:
+    """Shipped files, then the user's config directory, then each extra file or directory, in order."""
+    files = sorted(presets_dir().glob("*.toml"))
+    if include_user and user_presets_dir().is_dir():
+        files += sorted(user_presets_dir().glob("*.toml"))
+    for p in extra:
+        p = Path(p).expanduser()
+        if p.is_dir():
+            files += sorted(p.glob("*.toml"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise PresetError(str(p), None, "an existing TOML file or directory (from --presets)")
+    return files
+
+
+def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) -> Presets:
+    """Load and validate every preset file; raises PresetError on the first problem."""
+    files = preset_files(extra, include_user)
+    merged: dict[str, Any] = {}
+    origins = _Origins()
+    for path in files:
+        data = _load_toml(path)
+        for key in data:
+            if key not in TOP_LEVEL:
+                raise PresetError(str(path), key, f"one of the tables {', '.join(TOP_LEVEL)}")
+        for key in ("models", "gpus", "machines"):
+            if key in data:
+                if not isinstance(data[key], Mapping):
+                    raise PresetError(str(path), key, "a table of entries")
+                merged.setdefault(key, {})
+                _merge(merged[key], data[key], (key,), origins, str(path))
+        if "cloud" in data:
+            if not isinstance(data["cloud"], list):
+                raise PresetError(str(path), "cloud", "an array of tables ([[cloud]])")
+            start = len(merged.setdefault("cloud", []))
+            for i, entry in enumerate(data["cloud"]):
+                merged["cloud"].append(_copy(entry))
+                _mark(entry, ("cloud", str(start + i)), origins, str(path))
+
+    # Models are read relative to the file that names their config.json.
+    for model_id, entry in merged.get("models", {}).items():
+        if isinstance(entry, dict) and "hf_config" in entry:
+            _inline_hf_config(model_id, entry, origins)
+
+    gpus = {gid: _gpu(gid, _Table(e, ("gpus", gid), origins)) for gid, e in merged.get("gpus", {}).items()}
+    models = {mid: _model(mid, _Table(e, ("models", mid), origins)) for mid, e in merged.get("models", {}).items()}
+    machines: dict[int, Machine] = {}
+    for key, e in merged.get("machines", {}).items():
+        m = _machine(key, _Table(e, ("machines", key), origins))
+        machines[m.num_gpus] = m
+    cloud = tuple(
+        _cloud(_Table(e, ("cloud", str(i)), origins), gpus) for i, e in enumerate(merged.get("cloud", []))
+    )
+    return Presets(
+        models=MappingProxyType(models),
+        gpus=MappingProxyType(gpus),
+        machines=MappingProxyType(dict(sorted(machines.items()))),
+        cloud=cloud,
+        files=tuple(str(f) for f in files),
+    )
+
+
+def _inline_hf_config(model_id: str, entry: dict, origins: _Origins) -> None:
+    """`hf_config = "path/to/config.json"`: its values become the model's config; inline keys win."""
+    key = ("models", model_id, "hf_config")
+    file = origins.file_for(key)
+    ref = entry.pop("hf_config")
+    if not isinstance(ref, str):
+        raise PresetError(file, ".".join(key), "a path to a Hugging Face config.json", ref)
+    path = Path(ref).expanduser()
+    if not path.is_absolute():
+        path = Path(file).parent / path
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PresetError(file, ".".join(key), f"a readable config.json at {path} ({e})") from None
+    if not isinstance(values, dict):
+        raise PresetError(file, ".".join(key), f"a JSON object in {path}")
+    inline = entry.get("config", {})
+    config = {k: v for k, v in values.items() if v is not None and not k.startswith("_")}
+    config.update(inline)
+    entry["config"] = config
+    _mark(config, ("models", model_id, "config"), origins, file)
+
+
+def _price(t: _Table) -> Price:
+    p = Price(usd=t.number("usd"), date=t.date("date"), source=t.str("source"))
+    t.finish()
+    return p
+
+
+def _gpu(gid: str, t: _Table) -> Gpu:
+    arch = t.str("architecture", choices=ARCHITECTURES)
+    cc = t.str("compute_capability")
+    try:
+        major = int(cc.split(".")[0])
+    except ValueError:
+        raise t._err("compute_capability", 'a string like "9.0"', cc) from None
+    tf32 = t.number("peak_tf32_tflops", default=None)
+    if tf32 is not None and major < 8:
+        raise t._err("peak_tf32_tflops", "no TF32 peak on a GPU older than Ampere (compute capability < 8.0)", tf32)
+    price_t = t.table("price", default=None)
+    g = Gpu(
+        id=gid,
+        name=t.str("name"),
+        architecture=arch,
+        compute_capability=cc,
+        memory_gb=t.number("memory_gb"),
+        peak_16bit_tflops=t.number("peak_16bit_tflops"),
+        bf16=t.bool("bf16"),
+        peak_tf32_tflops=tf32,
+        memory_bandwidth_gbs=t.number("memory_bandwidth_gbs"),
+        tdp_w=t.number("tdp_w"),
+        interconnect=t.str("interconnect"),
+        interconnect_gbs=t.number("interconnect_gbs"),
+        spec_source=t.str("spec_source"),
+        price=_price(price_t) if price_t is not None else None,
+        note=t.str("note", default=""),
+    )
+    t.finish()
+    return g
+
+
+def _training(t: _Table) -> Training:
+    betas = t.raw("betas", "two numbers like [0.9, 0.95]")
+    if (
+        not isinstance(betas, list)
+        or len(betas) != 2
+        or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)
+    ):
+        raise t._err("betas", "two numbers in [0, 1) like [0.9, 0.95]", betas)
+    clip = t.raw("max_grad_norm", "a positive number or false (no clipping)", False)
+    if clip is False:
+        clip = None
+    elif isinstance(clip, bool) or not isinstance(clip, (int, float)) or clip <= 0:
+        raise t._err("max_grad_norm", "a positive number or false (no clipping)", clip)
+    tr = Training(
+        batch_size=t.int("batch_size"),
+        steps=t.int("steps"),
+        precision=t.str("precision", choices=PRECISIONS),
+        optimizer=t.str("optimizer", choices=OPTIMIZERS),
+        lr=t.number("lr"),
+        betas=(float(betas[0]), float(betas[1])),
+        eps=t.number("eps", default=1e-8),
+        weight_decay=t.number("weight_decay", allow_zero=True),
+        max_grad_norm=None if clip is None else float(clip),
+        schedule=t.str("schedule"),
+        warmup_steps=int(t.number("warmup_steps", allow_zero=True)),
+    )
+    t.finish()
+    return tr
+
+
+def _model(mid: str, t: _Table) -> Model:
+    objective = t.str("objective", choices=OBJECTIVES)
+    config_t = t.table("config")
+    config = dict(config_t.data)
+    training = _training(t.table("training"))
+    image = objective == "image-classification"
+    seq_len = None if image else t.int("seq_len")
+    vocab = None if image else t.int("vocab_size")
+    image_size = t.int("image_size") if image else None
+    classes = t.int("num_classes") if image else None
+    if t.has("training_flops"):
+        flops = t.number("training_flops")
+        flops_source = t.str("training_flops_source")
+    else:
+        # 6·N·D (Kaplan et al. 2020, forward + backward ≈ 6 FLOPs per parameter per token/sample).
+        params = t.number("params", default=None)
+        if params is None:
+            raise t._err("training_flops", "training_flops (with training_flops_source), or params to derive 6·N·D")
+        units = training.batch_size * training.steps * (1 if image else seq_len)
+        flops, flops_source = 6 * params * units, "6·N·D from params"
+    t.raw("params", "a number", None)
+    m = Model(
+        id=mid,
+        name=t.str("name"),
+        hf_class=t.str("hf_class"),
+        config_class=t.str("config_class"),
+        objective=objective,
+        config=MappingProxyType(config),
+        training=training,
+        training_flops=flops,
+        training_flops_source=flops_source,
+        seq_len=seq_len,
+        vocab_size=vocab,
+        image_size=image_size,
+        num_classes=classes,
+        attention=t.str("attention", default="sdpa", choices=ATTENTION),
+        compile=t.bool("compile", default=True),
+        checkpointing=t.str("checkpointing", default="hf", choices=CHECKPOINTING),
+        fsdp_wrap=t.str("fsdp_wrap", default=""),
+        fused_kernels=tuple(t.raw("fused_kernels", "a list of package names", [])),
+        params_label=t.str("params_label", default=""),
+        paper_training_flops=t.number("paper_training_flops", default=None),
+        source=t.str("source", default=""),
+        note=t.str("note", default=""),
+    )
+    t.finish()
+    return m
+
+
+def _machine(key: str, t: _Table) -> Machine:
+    m = Machine(
+        num_gpus=t.int("num_gpus"),
+        kind=t.str("kind"),
+        cost_usd=t.number("cost_usd", allow_zero=True),
+        source=t.str("source"),
+        parts=t.str("parts", default=""),
+    )
+    t.finish()
+    if str(m.num_gpus) != str(key):
+        raise t._err("num_gpus", f"the same count as the table's name [machines.{key}]", m.num_gpus)
+    return m
+
+
+def _cloud(t: _Table, gpus: Mapping[str, Gpu]) -> CloudPrice:
+    c = CloudPrice(
+        gpu=t.str("gpu", choices=tuple(gpus)),
+        provider=t.str("provider"),
+        usd_per_gpu_hour=t.number("usd_per_gpu_hour"),
+        date=t.date("date"),
+        source=t.str("source"),
+    )
+    t.finish()
+    return c

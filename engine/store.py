@@ -1,0 +1,405 @@
+"""The DuckDB store: every trial is a row, written the moment it finishes; rankings are SQL over it.
+
+One process writes (the sweep's parent, never a trial process). Shipped databases open read-only. The
+schema carries a version: an older file is migrated when opened for writing; a newer one, or a file
+that is not ours, is refused with a message that says so. No torch here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import duckdb
+
+from engine.errors import StoreError
+from engine.paths import is_shipped
+
+SCHEMA_VERSION = 2
+
+SOURCES = ("measured", "predicted", "paper-table1", "paper-table4")
+
+# Version 1: the first schema. Each later version is the SQL in MIGRATIONS that takes a file up to it;
+# a new file is made by running version 1 and then every migration, so each migration is always run.
+_SCHEMA_V1 = """
+CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE runs (
+    run_id VARCHAR PRIMARY KEY,
+    source VARCHAR NOT NULL,
+    host VARCHAR,
+    device_kind VARCHAR,
+    gpu_name VARCHAR,
+    gpu_count INTEGER,
+    num_nodes INTEGER,
+    driver VARCHAR,
+    cuda VARCHAR,
+    versions VARCHAR,
+    topology VARCHAR,
+    command VARCHAR,
+    started_at TIMESTAMP,
+    ended_at TIMESTAMP,
+    status VARCHAR,
+    note VARCHAR
+);
+CREATE TABLE trials (
+    trial_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    key VARCHAR,
+    model VARCHAR NOT NULL,
+    gpu VARCHAR NOT NULL,
+    num_gpus INTEGER NOT NULL,
+    num_nodes INTEGER NOT NULL DEFAULT 1,
+    free_lunch BOOLEAN,
+    compile BOOLEAN,
+    tf32 BOOLEAN,
+    attention VARCHAR,
+    activation_checkpointing BOOLEAN,
+    sharding VARCHAR,
+    offloading BOOLEAN,
+    micro_batch INTEGER,
+    grad_accum INTEGER,
+    pass_s DOUBLE,
+    update_s DOUBLE,
+    step_s DOUBLE,
+    days DOUBLE,
+    samples_per_s DOUBLE,
+    tokens_per_s DOUBLE,
+    mfu DOUBLE,
+    analytic_days DOUBLE,
+    feasible BOOLEAN NOT NULL,
+    failure_kind VARCHAR,
+    failure_message VARCHAR,
+    source VARCHAR NOT NULL,
+    config_source VARCHAR,
+    plausibility VARCHAR,
+    provenance VARCHAR,
+    created_at TIMESTAMP
+);
+CREATE TABLE presets (
+    run_id VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL,
+    id VARCHAR NOT NULL,
+    content VARCHAR NOT NULL,
+    file VARCHAR
+);
+CREATE TABLE gpu_prices (gpu VARCHAR, usd DOUBLE, date DATE, source VARCHAR);
+CREATE TABLE model_flops (model VARCHAR, training_flops DOUBLE, source VARCHAR);
+CREATE TABLE machine_costs (num_gpus INTEGER, kind VARCHAR, cost_usd DOUBLE, source VARCHAR);
+"""
+
+# Version 2: what the engine measures beyond version 1's columns (spread of repeated timings, warm-up
+# and compile time kept apart, peak memory, the attention/SSM kernel that actually ran).
+MIGRATIONS: dict[int, str] = {
+    2: """
+    ALTER TABLE trials ADD COLUMN pass_spread_s DOUBLE;
+    ALTER TABLE trials ADD COLUMN update_spread_s DOUBLE;
+    ALTER TABLE trials ADD COLUMN repetitions INTEGER;
+    ALTER TABLE trials ADD COLUMN warmup_s DOUBLE;
+    ALTER TABLE trials ADD COLUMN compile_s DOUBLE;
+    ALTER TABLE trials ADD COLUMN peak_memory_gb DOUBLE;
+    ALTER TABLE trials ADD COLUMN kernel VARCHAR;
+    ALTER TABLE trials ADD COLUMN duration_s DOUBLE;
+    """,
+}
+
+
+@dataclass
+class Trial:
+    """One row of `trials`: one combination of settings for one model on one hardware cell."""
+
+    model: str
+    gpu: str
+    num_gpus: int
+    feasible: bool
+    source: str
+    run_id: str = ""
+    trial_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    key: str | None = None
+    num_nodes: int = 1
+    free_lunch: bool | None = None
+    compile: bool | None = None
+    tf32: bool | None = None
+    attention: str | None = None
+    activation_checkpointing: bool | None = None
+    sharding: str | None = None
+    offloading: bool | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    pass_s: float | None = None
+    update_s: float | None = None
+    step_s: float | None = None
+    days: float | None = None
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    analytic_days: float | None = None
+    failure_kind: str | None = None
+    failure_message: str | None = None
+    config_source: str | None = None
+    plausibility: str | None = None
+    provenance: str | None = None
+    created_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).replace(tzinfo=None))
+    pass_spread_s: float | None = None
+    update_spread_s: float | None = None
+    repetitions: int | None = None
+    warmup_s: float | None = None
+    compile_s: float | None = None
+    peak_memory_gb: float | None = None
+    kernel: str | None = None
+    duration_s: float | None = None
+
+
+TRIAL_COLUMNS = tuple(f.name for f in dataclasses.fields(Trial))
+
+
+@dataclass
+class Run:
+    """One row of `runs`: a sweep (or an import of published figures) and where it happened."""
+
+    source: str
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    host: str | None = None
+    device_kind: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    num_nodes: int | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    versions: str | None = None  # JSON: library -> version
+    topology: str | None = None
+    command: str | None = None
+    started_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+    status: str | None = None
+    note: str | None = None
+
+
+RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(Run))
+
+
+def _is_lock_error(e: Exception) -> bool:
+    text = str(e).lower()
+    return "lock" in text and ("conflicting" in text or "could not set" in text)
+
+
+class Store:
+    """A DuckDB results file. Use `Store.open(path)`; close it (or use `with`) when done."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None, read_only: bool):
+        self.con, self.path, self.read_only = con, path, read_only
+
+    # --- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, read_only: bool | None = None, create: bool = True) -> "Store":
+        """Open (or create) a results file. None opens an in-memory store. Shipped files are read-only."""
+        if path is None:
+            store = cls(duckdb.connect(":memory:"), None, False)
+            store._create()
+            return store
+        path = Path(path).expanduser()
+        if read_only is None:
+            read_only = is_shipped(path)
+        exists = path.exists()
+        if not exists and (read_only or not create):
+            raise StoreError(f"{path}: no such database file")
+        if exists and path.is_dir():
+            raise StoreError(f"{path}: is a directory, not a database file")
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as e:
+            if _is_lock_error(e):
+                raise StoreError(
+                    f"{path}: another process is writing to this database ({_lock_holder(e)}). "
+                    "Wait for its sweep to finish or stop it, or open a copy of the file."
+                ) from None
+            raise StoreError(f"{path}: cannot open as a DuckDB database ({str(e).splitlines()[0]})") from None
+        store = cls(con, path, read_only)
+        try:
+            if not exists:
+                store._create()
+            else:
+                store._check_version()
+        except BaseException:
+            con.close()
+            raise
+        return store
+
+    def _create(self) -> None:
+        self.con.execute("BEGIN TRANSACTION")
+        self.con.execute(_SCHEMA_V1)
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', '1'), ('app', 'tui-planner')")
+        self._migrate_from(1)
+        self.con.execute("COMMIT")
+
+    def _version(self) -> int | None:
+        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "meta" not in tables:
+            return None
+        row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            return int(row[0]) if row else None
+        except ValueError:
+            return None
+
+    def _check_version(self) -> None:
+        version = self._version()
+        where = self.path or "database"
+        if version is None:
+            raise StoreError(f"{where}: not a tui-planner database (it has no schema version)")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{where}: made by a newer tui-planner (schema v{version}); this one reads up to "
+                f"v{SCHEMA_VERSION}. Upgrade tui-planner to open it."
+            )
+        if version < SCHEMA_VERSION:
+            if self.read_only:
+                raise StoreError(
+                    f"{where}: schema v{version} is older than v{SCHEMA_VERSION} and the file is open "
+                    f"read-only, so it cannot be migrated. Run `tui-planner db migrate {where}` on a copy."
+                )
+            self.con.execute("BEGIN TRANSACTION")
+            self._migrate_from(version)
+            self.con.execute("COMMIT")
+
+    def _migrate_from(self, version: int) -> None:
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            self.con.execute(MIGRATIONS[target])
+        self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+
+    @property
+    def schema_version(self) -> int | None:
+        return self._version()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only (shipped databases are); use --db FILE to write")
+
+    def add_run(self, run: Run) -> str:
+        self._writable()
+        self._insert("runs", RUN_COLUMNS, [dataclasses.astuple(run)])
+        return run.run_id
+
+    def finish_run(self, run_id: str, status: str = "done") -> None:
+        self._writable()
+        self.con.execute(
+            "UPDATE runs SET ended_at = ?, status = ? WHERE run_id = ?",
+            [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status, run_id],
+        )
+
+    def add_trial(self, trial: Trial) -> str:
+        """Write one trial in its own transaction: a killed sweep loses at most the trial in flight."""
+        self._writable()
+        if trial.source not in SOURCES:
+            raise StoreError(f"trial source {trial.source!r} is not one of {', '.join(SOURCES)}")
+        self._insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(trial)])
+        return trial.trial_id
+
+    def add_trials(self, trials: Sequence[Trial]) -> None:
+        self._writable()
+        self._insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(t) for t in trials])
+
+    def _insert(self, table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None:
+        marks = ", ".join("?" for _ in columns)
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.executemany(sql, [list(r) for r in rows])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def record_presets(self, run_id: str, presets: Any) -> None:
+        """Store the presets a run used, as JSON, so its numbers can be re-derived later."""
+        self._writable()
+        rows = []
+        for kind, entries in (("model", presets.models), ("gpu", presets.gpus), ("machine", presets.machines)):
+            for key, value in entries.items():
+                rows.append((run_id, kind, str(key), json.dumps(_jsonable(value), sort_keys=True), None))
+        self._insert("presets", ("run_id", "kind", "id", "content", "file"), rows)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def trials(
+        self,
+        model: str | None = None,
+        gpu: str | None = None,
+        num_gpus: int | None = None,
+        source: str | None = None,
+        run_id: str | None = None,
+        feasible: bool | None = None,
+        order: str = "model, gpu, num_gpus, num_nodes, days NULLS LAST",
+    ) -> list[dict[str, Any]]:
+        where, params = [], []
+        for column, value in (("model", model), ("gpu", gpu), ("num_gpus", num_gpus), ("run_id", run_id),
+                              ("feasible", feasible)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if source is not None:
+            where.append("source LIKE ?")
+            params.append(source.replace("*", "%"))
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        return self.query(f"SELECT * FROM trials {clause} ORDER BY {order}", params)
+
+    def done_keys(self, keys: Iterable[str]) -> set[str]:
+        """Which trial keys already have a result: a resumed sweep skips them."""
+        keys = list(keys)
+        if not keys:
+            return set()
+        rows = self.con.execute(
+            "SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?))", [keys]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def runs(self) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM runs ORDER BY started_at NULLS FIRST")
+
+    def summary(self) -> list[dict[str, Any]]:
+        return self.query(
+            """SELECT source, count(*) AS trials, count(DISTINCT model) AS models,
+                      count(DISTINCT gpu) AS gpus, sum(CASE WHEN feasible THEN 1 ELSE 0 END) AS feasible,
+                      sum(CASE WHEN plausibility IN ('implausible', 'impossible') THEN 1 ELSE 0 END) AS flagged
+               FROM trials GROUP BY source ORDER BY source"""
+        )
+
+
+def _lock_holder(e: Exception) -> str:
+    for line in str(e).splitlines():
+        if "PID" in line:
+            return line.strip()
+    return "the file is locked"
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return value

@@ -1,0 +1,65 @@
+"""The headless commands as a user types them."""
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+from tui_planner.cli import main
+
+
+def test_help_teaches_the_tool():
+    out = subprocess.run([sys.executable, "-m", "tui_planner", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0
+    for needle in ("presets", "results", "examples:", "implausible", "--presets", "~/.config/tui-planner"):
+        assert needle in out.stdout
+
+
+def test_results_json_rows(capsys):
+    assert main(["results", "--model", "pythia-1b", "--gpu", "h100", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 8
+    for key in ("model", "gpu", "num_gpus", "days", "mfu", "source", "plausibility", "free_lunch",
+                "activation_checkpointing", "sharding", "offloading", "micro_batch", "grad_accum"):
+        assert key in rows[0]
+    best = [r for r in rows if r["source"] == "paper-table1" and r["num_gpus"] == 1][0]
+    assert best["days"] == 34 and best["plausibility"] == "implausible"
+
+
+def test_results_csv_and_table(capsys):
+    assert main(["results", "--gpu", "a100", "--num-gpus", "8", "--source", "paper-table1", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("model,gpu,num_gpus") and len(lines) == 1 + 9
+    assert main(["results", "--model", "pythia-160m", "--gpu", "rtx3090"]) == 0
+    out = capsys.readouterr().out
+    assert "!!" in out and "impossible" in out
+
+
+def test_presets_listing(capsys):
+    assert main(["presets", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "pythia-6.9b" in data["models"] and data["gpus"]["h100"]["price"]["usd"] == 30000
+
+
+def test_default_prints_a_summary(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "paper-table1" in out and "read-only" in out
+
+
+def test_db_info_and_migrate(tmp_path, capsys):
+    from engine.store import Store
+
+    path = tmp_path / "mine.duckdb"
+    Store.open(path).close()
+    assert main(["db", "migrate", str(path)]) == 0
+    assert main(["db", "info", str(path)]) == 0
+    assert "schema v2" in capsys.readouterr().out
+    assert main(["results", "--db", str(tmp_path / "missing.duckdb")]) == 2
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = next(line for line in readme.splitlines() if "pytest" in line and line.startswith("python3 -m venv"))
+    assert command in ci

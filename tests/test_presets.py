@@ -1,0 +1,127 @@
+"""Presets: the shipped files are right and complete; each way a file can be wrong gets a clear error."""
+
+import csv
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+from engine.errors import PresetError
+from engine.presets import load_presets
+from tui_planner.cli import main
+
+PAPER_MODELS = ["pythia-160m", "pythia-410m", "pythia-1b", "pythia-2.8b", "pythia-6.9b",
+                "roberta-large", "mamba-2.8b", "convnext-large", "vit-large"]
+GPUS = ["rtx3090", "a6000", "a100", "h100", "v100", "a40", "l40s", "rtx4090", "rtx5090", "h200", "b200"]
+REFERENCE = ROOT.parent / "shared" / "reference"
+
+
+def test_shipped_presets_have_the_papers_models_and_the_gpus():
+    p = load_presets()
+    assert list(p.models) == PAPER_MODELS
+    assert set(GPUS) <= set(p.gpus)
+    assert sorted(p.machines) == [1, 2, 4, 8]
+    for g in p.gpus.values():
+        assert g.price is not None and g.price.source and isinstance(g.price.date, dt.date), g.id
+        # TF32 needs Ampere or newer.
+        assert g.tf32 == (g.architecture not in ("volta", "turing")), g.id
+    assert not p.gpus["v100"].bf16 and p.gpus["h100"].bf16
+
+
+def test_replication_recipes_match_the_papers_table3():
+    p = load_presets()
+    ref_path = REFERENCE / "models.csv"
+    if not ref_path.exists():
+        pytest.skip("reference data not beside the checkout")
+    for row in csv.DictReader(open(ref_path)):
+        m = p.model(row["model"])
+        assert m.training.batch_size == int(row["batch_size"]), m.id
+        assert m.training.steps == int(row["training_steps"]), m.id
+        assert m.training.lr == pytest.approx(float(row["lr"])), m.id
+        if row["seq_len"]:
+            assert m.seq_len == int(row["seq_len"]), m.id
+        else:
+            assert (m.image_size, m.num_classes) == (224, 21841), m.id
+        precision = row["mixed_precision"].split()[0].replace("none", "fp32")
+        assert m.training.precision == precision, m.id
+
+
+def test_paper_prices_and_machine_costs():
+    p = load_presets()
+    assert {g: p.gpus[g].price.usd for g in ("rtx3090", "a6000", "a100", "h100")} == {
+        "rtx3090": 1300, "a6000": 4800, "a100": 19000, "h100": 30000}
+    assert p.machine_for(3).num_gpus == 4 and p.machine_for(8).cost_usd == pytest.approx(10673.00)
+    assert p.machine_for(16) is None
+
+
+def test_honest_training_flops_where_the_paper_miscounted():
+    p = load_presets()
+    mamba, convnext = p.model("mamba-2.8b"), p.model("convnext-large")
+    tokens = 128 * 4096 * 572204
+    assert mamba.training_flops == pytest.approx(6 * 2.77e9 * tokens, rel=0.01)
+    assert mamba.paper_training_flops == 8.7e20
+    assert convnext.training_flops < convnext.paper_training_flops / 5
+
+
+def test_a_user_file_overrides_one_key_and_adds_a_model():
+    p = load_presets([FIXTURES / "presets_good"])
+    h100 = p.gpu("h100")
+    assert h100.price.usd == 22000 and h100.price.date == dt.date(2026, 11, 1)
+    assert h100.peak_16bit_tflops == 989.4  # untouched keys keep their shipped values
+    tiny = p.model("tiny-neox")
+    assert tiny.config["hidden_size"] == 64  # from config.json
+    assert tiny.config["num_hidden_layers"] == 2  # the inline key wins
+    assert tiny.training_flops == pytest.approx(6 * 1.0e6 * 32 * 1000 * 64)
+
+
+def test_user_config_directory_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    d = tmp_path / "tui-planner" / "presets"
+    d.mkdir(parents=True)
+    (d / "price.toml").write_text((FIXTURES / "presets_good" / "cheaper_h100.toml").read_text())
+    assert load_presets().gpu("h100").price.usd == 22000
+    assert load_presets(include_user=False).gpu("h100").price.usd == 30000
+
+
+BAD = {
+    "not_toml.toml": (None, "valid TOML"),
+    "unknown_table.toml": ("gpu", "one of the tables"),
+    "extra_key.toml": ("gpus.h100.memory_gib", "no such key"),
+    "wrong_type.toml": ("gpus.h100.memory_gb", "a positive number"),
+    "negative.toml": ("gpus.h100.memory_gb", "a positive number"),
+    "missing_key.toml": ("gpus.mi300x.tdp_w", "missing"),
+    "bad_choice.toml": ("models.pythia-1b.training.precision", "'fp16', 'bf16', 'fp32'"),
+    "bad_date.toml": ("gpus.h100.price.date", "a date"),
+    "tf32_on_volta.toml": ("gpus.v100.peak_tf32_tflops", "older than Ampere"),
+    "bad_betas.toml": ("models.pythia-1b.training.betas", "two numbers"),
+    "hf_config_missing.toml": ("models.tiny.hf_config", "config.json"),
+    "cloud_unknown_gpu.toml": ("cloud.10.gpu", "one of"),
+    "machine_count_mismatch.toml": ("machines.4.num_gpus", "same count"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_file_names_the_file_and_the_key(name):
+    key, expected = BAD[name]
+    path = FIXTURES / "presets_bad" / name
+    with pytest.raises(PresetError) as err:
+        load_presets([path])
+    message = str(err.value)
+    assert str(path) in message  # the file the user must edit, not the shipped one
+    if key:
+        assert err.value.key == key
+        assert key in message
+    assert expected in message
+
+
+def test_the_cli_shows_a_bad_preset_without_a_traceback(capsys):
+    code = main(["--presets", str(FIXTURES / "presets_bad" / "wrong_type.toml"), "presets"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "gpus.h100.memory_gb" in err and "Traceback" not in err
+
+
+def test_missing_presets_path_is_a_clear_error(tmp_path):
+    with pytest.raises(PresetError, match="existing TOML file"):
+        load_presets([tmp_path / "nope.toml"])

@@ -1,0 +1,123 @@
+"""The DuckDB store: round-trips, versions and migrations, read-only and locked files."""
+
+import subprocess
+import sys
+import time
+
+import duckdb
+import pytest
+
+from conftest import ROOT
+from engine import store as store_mod
+from engine.errors import StoreError
+from engine.paths import shipped_db
+from engine.presets import load_presets
+from engine.store import SCHEMA_VERSION, Run, Store, Trial
+
+
+def _trial(**kw):
+    base = dict(model="pythia-1b", gpu="h100", num_gpus=1, feasible=True, source="measured", key="k1",
+                free_lunch=True, compile=True, tf32=True, attention="sdpa", activation_checkpointing=False,
+                sharding="none", offloading=False, micro_batch=8, grad_accum=128, pass_s=0.25,
+                update_s=0.05, step_s=32.05, days=53.0, mfu=0.42, plausibility="ok", kernel="sdpa-flash")
+    base.update(kw)
+    return Trial(**base)
+
+
+def test_a_trial_round_trips(tmp_path):
+    path = tmp_path / "r.duckdb"
+    with Store.open(path) as s:
+        run_id = s.add_run(Run(source="measured", host="box", gpu_name="H100", gpu_count=1))
+        s.add_trial(_trial(run_id=run_id))
+        s.add_trial(_trial(run_id=run_id, key="k2", feasible=False, days=None, failure_kind="oom",
+                           failure_message="CUDA out of memory at micro-batch 1"))
+        s.finish_run(run_id)
+    with Store.open(path) as s:
+        rows = s.trials(model="pythia-1b")
+        assert [r["key"] for r in rows] == ["k1", "k2"]  # feasible first, by days
+        assert rows[0]["micro_batch"] == 8 and rows[0]["kernel"] == "sdpa-flash" and rows[0]["mfu"] == 0.42
+        assert rows[1]["failure_kind"] == "oom" and rows[1]["feasible"] is False
+        assert s.done_keys(["k1", "k2", "k3"]) == {"k1", "k2"}
+        assert s.runs()[0]["status"] == "done" and s.runs()[0]["ended_at"] is not None
+
+
+def test_unknown_source_is_refused(tmp_path):
+    with Store.open(tmp_path / "r.duckdb") as s:
+        with pytest.raises(StoreError, match="source"):
+            s.add_trial(_trial(source="guess"))
+
+
+def test_presets_in_use_are_recorded(tmp_path):
+    with Store.open(tmp_path / "r.duckdb") as s:
+        run_id = s.add_run(Run(source="measured"))
+        s.record_presets(run_id, load_presets())
+        kinds = {r["kind"]: r["n"] for r in s.query("SELECT kind, count(*) AS n FROM presets GROUP BY kind")}
+        assert kinds["model"] == 9 and kinds["gpu"] >= 11 and kinds["machine"] == 4
+
+
+def test_an_older_file_is_migrated(tmp_path):
+    path = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(store_mod._SCHEMA_V1)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("INSERT INTO trials (trial_id, run_id, model, gpu, num_gpus, feasible, source, days) "
+                "VALUES ('t', 'r', 'pythia-1b', 'h100', 1, true, 'measured', 50)")
+    con.close()
+    with pytest.raises(StoreError, match="cannot be migrated"):
+        Store.open(path, read_only=True)
+    with Store.open(path) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        row = s.trials()[0]
+        assert row["days"] == 50 and "kernel" in row and row["kernel"] is None
+
+
+def test_a_newer_file_is_refused_clearly(tmp_path):
+    path = tmp_path / "future.duckdb"
+    Store.open(path).close()
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    con.close()
+    with pytest.raises(StoreError, match="newer tui-planner"):
+        Store.open(path)
+
+
+def test_a_foreign_duckdb_file_is_refused(tmp_path):
+    path = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE x (a INT)")
+    con.close()
+    with pytest.raises(StoreError, match="not a tui-planner database"):
+        Store.open(path)
+
+
+def test_a_file_that_is_not_a_database(tmp_path):
+    path = tmp_path / "notes.duckdb"
+    path.write_text("hello")
+    with pytest.raises(StoreError, match="cannot open"):
+        Store.open(path)
+
+
+def test_the_shipped_database_opens_read_only():
+    with Store.open(shipped_db()) as s:
+        assert s.read_only
+        with pytest.raises(StoreError, match="read-only"):
+            s.add_trial(_trial())
+
+
+def test_a_second_process_gets_a_clear_message_while_one_writes(tmp_path):
+    path = tmp_path / "busy.duckdb"
+    Store.open(path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; sys.path.insert(0, sys.argv[2]); from engine.store import Store; "
+         "s = Store.open(sys.argv[1]); print('ready', flush=True); time.sleep(30)", str(path), str(ROOT)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        for opener in (lambda: Store.open(path), lambda: Store.open(path, read_only=True)):
+            with pytest.raises(StoreError, match="another process is writing"):
+                opener()
+    finally:
+        holder.kill()
+        holder.wait()
+    Store.open(path).close()  # free again once the writer is gone

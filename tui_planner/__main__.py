@@ -1,0 +1,3 @@
+from tui_planner.cli import main
+
+raise SystemExit(main())

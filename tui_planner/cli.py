@@ -1,0 +1,206 @@
+"""The `tui-planner` command: the app with no arguments, headless jobs as subcommands.
+
+Errors a user can act on (engine.errors.PlannerError) are printed once, without a traceback, and the
+command exits 2. Nothing here imports torch; `bench` imports the engine's launcher, which starts
+trial processes that do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from engine.errors import PlannerError
+
+DESCRIPTION = """\
+How long will pre-training take on these GPUs, with which settings, and what should I buy?
+
+tui-planner is built on "$100K or 100 Days: Trade-offs when Pre-Training with Academic Resources"
+(Khandelwal et al., 2024). It ships the paper's results (flagged where they are faster than the
+hardware allows) and measured benchmarks, and it measures your own GPUs honestly: every timing
+synchronizes the GPU and every result carries its MFU (model FLOPs utilisation).
+
+Run with no command to open the planner on the shipped database.
+"""
+
+EPILOG = """\
+examples:
+  tui-planner                                   open the planner on the shipped database
+  tui-planner presets                           the models and GPUs it knows, with prices
+  tui-planner results --model pythia-1b         every result for Pythia-1B, fastest first per cell
+  tui-planner results --gpu h100 --format json  machine-readable rows
+  tui-planner --presets my.toml presets         with your own prices or models (see README)
+
+Your own presets: TOML files in ~/.config/tui-planner/presets/ (or $XDG_CONFIG_HOME) are read after
+the shipped ones; --presets FILE|DIR adds more. A later file may override a single key, e.g.
+  [gpus.h100.price]
+  usd = 25000
+  date = 2026-11-01
+  source = "quote from our vendor"
+
+MFU flags: a result above 60% of the GPU's dense 16-bit peak is marked "implausible", above 100%
+"impossible". Many of the paper's figures are: its timer did not synchronize the GPU.
+"""
+
+
+def _common(top: bool) -> argparse.ArgumentParser:
+    """Options that work before or after the command. A subcommand's copy has no defaults, so
+    `tui-planner --db X results` keeps X (argparse would otherwise reset it)."""
+    common = argparse.ArgumentParser(add_help=False)
+    default = (lambda v: v) if top else (lambda v: argparse.SUPPRESS)
+    common.add_argument("--db", metavar="FILE", default=default(None),
+                        help="results database (default: the shipped one)")
+    common.add_argument(
+        "--presets", metavar="PATH", action="append", default=default([]),
+        help="extra preset TOML file or directory, read after the shipped and user presets (repeatable)",
+    )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common(top=False)
+    p = argparse.ArgumentParser(
+        prog="tui-planner", description=DESCRIPTION, epilog=EPILOG, parents=[_common(top=True)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from engine import __version__
+
+    p.add_argument("--version", action="version", version=f"tui-planner {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    ps = sub.add_parser("presets", parents=[common], help="list models, GPUs, machines and cloud prices",
+                        description="List the presets in use: shipped, then yours (see --presets).")
+    ps.add_argument("--kind", choices=["models", "gpus", "machines", "cloud", "all"], default="all")
+    ps.add_argument("--format", choices=["table", "json"], default="table")
+
+    rs = sub.add_parser(
+        "results", parents=[common], help="print trials from a results database",
+        description="Print trials (paper rows and measurements) from a results database, with MFU and "
+                    "its plausibility flag.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="JSON rows carry model, gpu, num_gpus, days, mfu, plausibility, source and every method setting.",
+    )
+    rs.add_argument("--model", help="only this model id (see `tui-planner presets`)")
+    rs.add_argument("--gpu", help="only this GPU id")
+    rs.add_argument("--num-gpus", type=int, help="only this GPU count")
+    rs.add_argument("--source", help="only this source, e.g. measured, paper-table1, paper-* ")
+    rs.add_argument("--feasible", action="store_true", help="only results that fit")
+    rs.add_argument("--format", choices=["table", "json", "csv"], default="table")
+
+    db = sub.add_parser("db", parents=[common], help="inspect or migrate a results database")
+    dbs = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    info = dbs.add_parser("info", help="schema version, runs and trial counts")
+    info.add_argument("file", nargs="?")
+    mig = dbs.add_parser("migrate", help="bring an older database file up to this version's schema (in place)")
+    mig.add_argument("file")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command is None:
+            return _default(args)
+        if args.command == "presets":
+            return _presets(args)
+        if args.command == "results":
+            return _results(args)
+        if args.command == "db":
+            return _db(args)
+    except PlannerError as e:
+        print(f"tui-planner: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+# --- commands ---------------------------------------------------------------------------------------
+
+
+def _open_store(args: argparse.Namespace, path: str | None = None):
+    from engine.paths import shipped_db
+    from engine.store import Store
+
+    target = path or args.db or shipped_db()
+    return Store.open(target, create=False)
+
+
+def _default(args: argparse.Namespace) -> int:
+    from tui_planner.summary import print_summary
+
+    with _open_store(args) as store:
+        print_summary(store)
+    return 0
+
+
+def _presets(args: argparse.Namespace) -> int:
+    from engine.presets import load_presets
+    from tui_planner.views import presets_json, print_presets
+
+    presets = load_presets(args.presets)
+    if args.format == "json":
+        print(json.dumps(presets_json(presets, args.kind), indent=2, default=str))
+    else:
+        print_presets(presets, args.kind)
+    return 0
+
+
+RESULT_FIELDS = (
+    "model", "gpu", "num_gpus", "num_nodes", "days", "mfu", "plausibility", "source", "feasible",
+    "free_lunch", "compile", "tf32", "attention", "kernel", "activation_checkpointing", "sharding",
+    "offloading", "micro_batch", "grad_accum", "step_s", "pass_s", "pass_spread_s", "update_s",
+    "samples_per_s", "tokens_per_s", "analytic_days", "peak_memory_gb", "failure_kind",
+    "failure_message", "config_source", "provenance", "run_id", "trial_id",
+)
+
+
+def _results(args: argparse.Namespace) -> int:
+    from tui_planner.views import print_results
+
+    with _open_store(args) as store:
+        rows = store.trials(model=args.model, gpu=args.gpu, num_gpus=args.num_gpus, source=args.source,
+                            feasible=True if args.feasible else None)
+    rows = [{k: _plain(r.get(k)) for k in RESULT_FIELDS} for r in rows]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    elif args.format == "csv":
+        out = io.StringIO()
+        w = csv.DictWriter(out, fieldnames=RESULT_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+        sys.stdout.write(out.getvalue())
+    else:
+        print_results(rows)
+    return 0
+
+
+def _db(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    if args.db_command == "migrate":
+        path = Path(args.file)
+        with Store.open(path, read_only=False, create=False) as store:
+            print(f"{path}: schema v{store.schema_version}")
+        return 0
+    with _open_store(args, args.file) as store:
+        print(f"{store.path}: schema v{store.schema_version}{' (read-only)' if store.read_only else ''}")
+        for row in store.summary():
+            print(f"  {row['source']:>14}: {row['trials']} trials, {row['feasible']} feasible, {row['flagged']} flagged")
+        print(f"  runs: {len(store.runs())}")
+    return 0
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""How numbers read on screen: the same in the CLI's tables and the app."""
+
+from __future__ import annotations
+
+FLAG_MARK = {"implausible": "!", "impossible": "!!"}
+
+
+def days(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def mfu(value: float | None, flag: str | None = None) -> str:
+    if value is None:
+        return "—"
+    text = f"{value:.0%}" if value >= 0.1 else f"{value:.1%}"
+    return f"{text}{FLAG_MARK[flag]}" if flag in FLAG_MARK else text
+
+
+def usd(value: float | None) -> str:
+    return "—" if value is None else f"${value:,.0f}"
+
+
+def methods(row: dict) -> str:
+    """One short string for a trial's method settings: e.g. 'FL ckpt zero3 off'."""
+    if row.get("free_lunch") is None and row.get("sharding") is None:
+        return "?"
+    parts = ["FL" if row.get("free_lunch") else "naive"]
+    if row.get("activation_checkpointing"):
+        parts.append("ckpt")
+    elif row.get("activation_checkpointing") is None and row.get("free_lunch"):
+        parts.append("ckpt?")
+    sharding = row.get("sharding")
+    if sharding and sharding != "none":
+        parts.append(sharding)
+    elif sharding is None and row.get("free_lunch"):
+        parts.append("shard?")
+    if row.get("offloading"):
+        parts.append("offload")
+    return " ".join(parts)

@@ -1,0 +1,91 @@
+"""Rich tables for the headless commands (presets, results)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from engine.presets import Presets
+from tui_planner import format as fmt
+
+FLAG_STYLE = {"implausible": "yellow", "impossible": "bold red"}
+
+
+def presets_json(presets: Presets, kind: str) -> dict[str, Any]:
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if hasattr(v, "items"):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    out: dict[str, Any] = {}
+    for name in ("models", "gpus", "machines", "cloud"):
+        if kind in (name, "all"):
+            out[name] = plain(getattr(presets, name))
+    out["files"] = list(presets.files)
+    return out
+
+
+def print_presets(presets: Presets, kind: str, console: Console | None = None) -> None:
+    console = console or Console()
+    if kind in ("models", "all"):
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Models (replication recipe)", title_justify="left")
+        for col in ("id", "params", "task", "input", "batch", "steps", "prec.", "FLOPs"):
+            t.add_column(col, justify="right" if col in ("batch", "steps", "FLOPs") else "left", no_wrap=True)
+        for m in presets.models.values():
+            shape = f"{m.seq_len} tok" if m.seq_len else f"{m.image_size} px"
+            task = {"image-classification": "image-cls"}.get(m.objective, m.objective)
+            t.add_row(m.id, m.params_label, task, shape, f"{m.training.batch_size:,}",
+                      f"{m.training.steps:,}", m.training.precision, f"{m.training_flops:.2g}".replace("e+", "e"))
+        console.print(t)
+    if kind in ("gpus", "all"):
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="GPUs (dense peaks)", title_justify="left")
+        for col in ("id", "GB", "16-bit TF/s", "TF32", "GB/s", "W", "price", "price date"):
+            t.add_column(col, justify="left" if col in ("id", "price date") else "right", no_wrap=True)
+        for g in presets.gpus.values():
+            t.add_row(g.id, f"{g.memory_gb:g}", f"{g.peak_16bit_tflops:g}",
+                      f"{g.peak_tf32_tflops:g}" if g.tf32 else "no", f"{g.memory_bandwidth_gbs:g}", f"{g.tdp_w:g}",
+                      fmt.usd(g.price.usd if g.price else None), str(g.price.date) if g.price else "—")
+        console.print(t)
+    if kind in ("machines", "all"):
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Machines (base system without GPUs)", title_justify="left")
+        for col in ("GPUs", "kind", "cost", "source"):
+            t.add_column(col)
+        for m in presets.machines.values():
+            t.add_row(str(m.num_gpus), m.kind, fmt.usd(m.cost_usd), m.source)
+        console.print(t)
+    if kind in ("cloud", "all") and presets.cloud:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Cloud prices (on demand)", title_justify="left")
+        for col in ("gpu", "provider", "$/GPU-h", "date"):
+            t.add_column(col)
+        for c in presets.cloud:
+            t.add_row(c.gpu, c.provider, f"{c.usd_per_gpu_hour:.2f}", str(c.date))
+        console.print(t)
+    console.print(f"[dim]preset files: {', '.join(presets.files)}[/dim]")
+
+
+def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or Console()
+    rows = list(rows)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=f"{len(rows)} trials", title_justify="left")
+    for col in ("model", "gpu", "n", "days", "MFU", "methods", "mb x acc", "source"):
+        t.add_column(col, justify="right" if col in ("n", "days", "MFU", "mb x acc") else "left", no_wrap=True)
+    for r in rows:
+        flag = r.get("plausibility")
+        mfu = fmt.mfu(r.get("mfu"), flag)
+        if flag in FLAG_STYLE:
+            mfu = f"[{FLAG_STYLE[flag]}]{mfu}[/]"
+        days = fmt.days(r.get("days")) if r.get("feasible") else f"[dim]{r.get('failure_kind') or 'infeasible'}[/dim]"
+        mb = f"{r['micro_batch']} x {r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
+        t.add_row(r["model"], r["gpu"], str(r["num_gpus"]), days, mfu, fmt.methods(r), mb, r["source"])
+    console.print(t)
+    if any(r.get("plausibility") in FLAG_STYLE for r in rows):
+        console.print("[yellow]![/] implausible: above 60% of dense 16-bit peak.  "
+                      "[bold red]!![/] impossible: above 100%. The paper's timer did not synchronize the GPU.")
