@@ -92,6 +92,22 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--feasible", action="store_true", help="only results that fit")
     rs.add_argument("--format", choices=["table", "json", "csv"], default="table")
 
+    bs = sub.add_parser(
+        "bench", parents=[common], help="measure a model on this machine's GPUs over the paper's search space",
+        description="Benchmark a model on the local GPUs: each combination of methods runs in its own "
+                    "torchrun process with a timeout; each result is written to --db as it finishes, and "
+                    "running the same command again resumes. Timings synchronize the GPU; every result "
+                    "carries its MFU.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  tui-planner bench --model pythia-1b --db mine.duckdb\n"
+               "  tui-planner bench --model pythia-160m --methods free-lunch --db mine.duckdb\n"
+               "  tui-planner bench --model tiny --device cpu --presets my-tiny.toml --db ci.duckdb",
+    )
+    from tui_planner import bench as _bench
+
+    _bench.add_arguments(bs)
+    bs.add_argument("-v", "--verbose", action="store_true", help="show the trial processes' output")
+
     db = sub.add_parser("db", parents=[common], help="inspect or migrate a results database")
     dbs = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     info = dbs.add_parser("info", help="schema version, runs and trial counts")
@@ -112,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _results(args)
         if args.command == "db":
             return _db(args)
+        if args.command == "bench":
+            from tui_planner import bench
+
+            return bench.run(args)
     except PlannerError as e:
         print(f"tui-planner: error: {e}", file=sys.stderr)
         return 2

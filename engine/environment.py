@@ -1,0 +1,113 @@
+"""The machine a sweep runs on: GPUs, driver, topology, and the environment trial processes get.
+
+No torch import at module level: `probe()` asks nvidia-smi, and torch only where it is installed, in a
+subprocess, so the app can show the local GPUs without loading CUDA into its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+
+
+def sanitize_cuda_arch_env(env=None) -> str | None:
+    """DeepSpeed's op builder parses TORCH_CUDA_ARCH_LIST with int(): '9.0a' (as Hopper images set it)
+    fails with "invalid literal for int()". Keep the architectures, drop the suffix letters ('9.0a' ->
+    '9.0'); returns the old value when it changed anything."""
+    env = os.environ if env is None else env
+    value = env.get("TORCH_CUDA_ARCH_LIST")
+    if not value:
+        return None
+    clean: list[str] = []
+    for part in value.replace(";", " ").replace(",", " ").split():
+        ptx = part.endswith("+PTX")
+        core = (part[:-4] if ptx else part).rstrip("abcdefghijklmnopqrstuvwxyz")
+        item = core + ("+PTX" if ptx else "")
+        if core and item not in clean:
+            clean.append(item)
+    new = ";".join(clean)
+    if new == value:
+        return None
+    env["TORCH_CUDA_ARCH_LIST"] = new
+    return value
+
+
+# Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.
+SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for trial processes: safe NCCL settings, a parseable arch list, unbuffered output."""
+    env = dict(os.environ if base is None else base)
+    for k, v in SAFE_NCCL_ENV.items():
+        env.setdefault(k, v)
+    sanitize_cuda_arch_env(env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
+    return env
+
+
+@dataclass
+class Machine:
+    host: str
+    gpus: list[str] = field(default_factory=list)  # one name per GPU
+    memory_gb: list[float] = field(default_factory=list)
+    driver: str | None = None
+    cuda: str | None = None
+    topology: str | None = None
+    torch: str | None = None
+    message: str = ""
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _run(cmd: list[str], timeout: float = 20) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def probe() -> Machine:
+    """The local GPUs, or a clear message why there are none."""
+    m = Machine(host=socket.gethostname())
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        text = _run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
+        if text:
+            for line in text.strip().splitlines():
+                name, mem, driver = [x.strip() for x in line.split(",")]
+                m.gpus.append(name)
+                m.memory_gb.append(float(mem) / 1024)
+                m.driver = driver
+        m.topology = _run([smi, "topo", "-m"])
+    code = ("import json, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
+            "'n': torch.cuda.device_count() if torch.cuda.is_available() else 0}))")
+    text = _run([sys.executable, "-c", code], timeout=120)
+    if text:
+        info = json.loads(text.strip().splitlines()[-1])
+        m.torch, m.cuda = info["torch"], info["cuda"]
+        if not m.gpus and info["n"]:
+            m.message = "torch sees GPUs but nvidia-smi is missing"
+    else:
+        m.message = "torch is not installed: install the bench extra (pip install 'tui-planner[bench]')"
+    if not m.gpus and not m.message:
+        m.message = "no NVIDIA GPU found: benchmarks run on the CPU with tiny models only"
+    return m
+
+
+def host_info() -> dict[str, str]:
+    return {"host": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0]}

@@ -1,0 +1,139 @@
+"""The typed stream of progress events a sweep emits, and the spec a trial process runs.
+
+Small frozen dataclasses, one docstring line each, so the CLI's progress display and the app's
+screens can render them without knowing the engine. No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engine.space import Methods
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What the parent asks one trial process to measure (sent as JSON)."""
+
+    key: str
+    model: str
+    gpu: str
+    num_gpus: int
+    methods: Methods
+    device: str = "cuda"  # or "cpu": tiny configs for CI
+    num_nodes: int = 1
+    preset_paths: tuple[str, ...] = ()
+    attention: str = "sdpa"  # asked for; the kernel that ran is detected and recorded
+    compile: bool = True
+    tf32: bool = True
+    max_micro_batch: int | None = None  # per-GPU cap (defaults to the per-GPU replication batch)
+    dominated_at_or_below: int | None = None  # stop after the batch search if it cannot beat this
+    repetitions: int = 5  # timed (pass, update) pairs after warm-up; more when the spread is wide
+    max_repetitions: int = 20
+    time_budget_s: float = 30.0  # stop repeating after this much timed work (at least 3 repetitions)
+    warmup: int = 2
+    verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
+    verify_accum: int = 8
+    cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
+    fault: str | None = None  # test hook: "crash" or "hang" after start
+    seed: int = 0
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrialSpec":
+        d = json.loads(text)
+        d["methods"] = Methods(**d["methods"])
+        d["preset_paths"] = tuple(d.get("preset_paths", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class SweepStarted:
+    """A sweep began: how many trials it holds and how many a resume skips."""
+
+    total: int
+    skipped: int
+    run_id: str
+
+
+@dataclass(frozen=True)
+class TrialStarted:
+    """A trial process was launched."""
+
+    key: str
+    label: str
+    index: int
+    total: int
+
+
+@dataclass(frozen=True)
+class BatchTried:
+    """The batch-size search tried a micro-batch: it fit, or it ran out of memory."""
+
+    key: str
+    micro_batch: int
+    fits: bool
+
+    def can_replace(self, other: object) -> bool:
+        return isinstance(other, BatchTried) and other.key == self.key
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """The trial is timing passes and updates at this micro-batch (compile/warm-up first)."""
+
+    key: str
+    micro_batch: int
+
+
+@dataclass(frozen=True)
+class TrialSkipped:
+    """A trial was not run: already in the database (resume), or dominated."""
+
+    key: str
+    label: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrialFinished:
+    """A trial ended and its row is in the database (feasible, infeasible or failed)."""
+
+    key: str
+    label: str
+    status: str  # measured | oom | dominated | failed | timeout | refused | unsupported
+    days: float | None = None
+    mfu: float | None = None
+    micro_batch: int | None = None
+    message: str | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Log:
+    """A line of output from a trial process, for a log pane."""
+
+    key: str
+    line: str
+
+    def can_replace(self, other: object) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class SweepFinished:
+    """The sweep ended: counts by status, or it was stopped."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    stopped: bool = False
+
+
+Event = Any  # one of the dataclasses above
+
+# Lines a trial process prints on stdout for its parent start with this marker, then JSON.
+MARKER = "@@tui-planner "

@@ -1,0 +1,164 @@
+"""Launch one trial in its own process group through torchrun, with a timeout, and collect its result.
+
+A crash, a CUDA error or a hung collective ends that process group, never the caller: the trial is
+killed (SIGTERM, then SIGKILL), recorded with why, and the sweep goes on. The launcher itself is
+started with PR_SET_PDEATHSIG, so if the app is killed outright its trials die too. No torch here.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine.environment import trial_env
+from engine.events import MARKER, BatchTried, Log, Measuring, TrialSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class TrialOutcome:
+    status: str  # measured | oom | dominated | failed | timeout | stopped
+    result: dict
+    message: str | None
+    duration_s: float
+    log_tail: list[str]
+
+
+def _pdeathsig() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, rdzv: dict | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    if rdzv:
+        cmd += [f"--nnodes={rdzv['nnodes']}", f"--node-rank={rdzv.get('node_rank', 0)}",
+                f"--rdzv-backend={rdzv.get('backend', 'c10d')}", f"--rdzv-endpoint={rdzv['endpoint']}",
+                f"--rdzv-id={rdzv.get('id', 'tui-planner')}"]
+    else:
+        cmd += ["--standalone", "--nnodes=1"]
+    cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.trial", str(spec_path), str(out_path)]
+    return cmd
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            # The group may outlive its leader (torchrun's workers): check it is empty.
+            os.killpg(pgid, 0)
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_trial(
+    spec: TrialSpec,
+    workdir: Path,
+    timeout_s: float,
+    on_event: Callable[[object], None] = lambda e: None,
+    stop: threading.Event | None = None,
+    rdzv: dict | None = None,
+) -> TrialOutcome:
+    workdir.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha1(spec.key.encode()).hexdigest()[:12]
+    spec_path, out_path = workdir / f"{name}.spec.json", workdir / f"{name}.result.json"
+    out_path.unlink(missing_ok=True)
+    spec_path.write_text(spec.to_json())
+    env = trial_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        torchrun_command(spec, spec_path, out_path, rdzv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(workdir), start_new_session=True,
+        preexec_fn=_pdeathsig, bufsize=1,
+    )
+    tail: collections.deque[str] = collections.deque(maxlen=60)
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith(MARKER):
+                try:
+                    ev = json.loads(line[len(MARKER):])
+                except json.JSONDecodeError:
+                    continue
+                kind = ev.pop("event")
+                if kind == "batch":
+                    on_event(BatchTried(spec.key, ev["micro_batch"], ev["fits"]))
+                elif kind == "measuring":
+                    on_event(Measuring(spec.key, ev["micro_batch"]))
+                elif kind == "log":
+                    on_event(Log(spec.key, ev["line"]))
+                continue
+            tail.append(line)
+            on_event(Log(spec.key, line))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    status = None
+    while True:
+        try:
+            proc.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if stop is not None and stop.is_set():
+            status = "stopped"
+            _kill_group(proc)
+            break
+        if time.perf_counter() - t0 > timeout_s:
+            status = "timeout"
+            _kill_group(proc)
+            break
+    _kill_group(proc, grace_s=1.0)  # torchrun's workers must not outlive it
+    reader.join(timeout=5)
+    duration = time.perf_counter() - t0
+    result: dict = {}
+    if out_path.exists():
+        try:
+            result = json.loads(out_path.read_text())
+        except json.JSONDecodeError:
+            result = {}
+    if status == "timeout":
+        return TrialOutcome("timeout", result, f"killed after {timeout_s:.0f} s without a result (hung or too slow)",
+                            duration, list(tail))
+    if status == "stopped":
+        return TrialOutcome("stopped", result, "stopped by the user", duration, list(tail))
+    if result.get("status"):
+        return TrialOutcome(result["status"], result, result.get("failure_message"), duration, list(tail))
+    code = proc.returncode
+    why = f"exited with code {code}"
+    if code is not None and code < 0:
+        why = f"killed by signal {signal.Signals(-code).name}"
+    last = next((ln for ln in reversed(tail) if ln.strip()), "")
+    return TrialOutcome("failed", result, f"trial process {why} and wrote no result; last output: {last[-300:]}",
+                        duration, list(tail))

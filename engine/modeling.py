@@ -1,0 +1,130 @@
+"""Build a preset's model with random weights, random inputs of the right shape, and find out which
+attention or SSM kernel actually runs. Imported only inside trial processes (it imports torch).
+
+Nothing is downloaded: the architecture comes from the preset's config values.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import torch
+import transformers
+
+from engine.presets import Model
+
+
+def attention_implementation(model: Model, free_lunch: bool, device: str) -> str:
+    """What to ask transformers for: flash-attn when installed (CUDA), else SDPA; eager when naive."""
+    if model.attention == "none":
+        return "none"
+    if not free_lunch:
+        return "eager"
+    if device == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa" if model.attention == "sdpa" else "eager"
+
+
+def build_model(model: Model, attn: str, device: str) -> torch.nn.Module:
+    config_cls = getattr(transformers, model.config_class)
+    config = config_cls(**dict(model.config))
+    cls = getattr(transformers, model.hf_class)
+    kwargs: dict[str, Any] = {"dtype": torch.float32}
+    if attn != "none":
+        kwargs["attn_implementation"] = attn
+    with torch.device(device):
+        try:
+            net = cls._from_config(config, **kwargs)
+        except TypeError:  # transformers 4.x spells it torch_dtype
+            kwargs["torch_dtype"] = kwargs.pop("dtype")
+            net = cls._from_config(config, **kwargs)
+    net.train()
+    return net
+
+
+def make_batch(model: Model, micro_batch: int, device: str, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Random inputs of the recipe's shape; data loading stays out of the timing, as in the paper."""
+    if model.objective == "image-classification":
+        size = model.image_size
+        pixels = torch.randn(micro_batch, 3, size, size, generator=generator).to(device)
+        labels = torch.randint(0, model.num_classes, (micro_batch,), generator=generator).to(device)
+        return {"pixel_values": pixels, "labels": labels}
+    ids = torch.randint(0, model.vocab_size, (micro_batch, model.seq_len), generator=generator).to(device)
+    if model.objective == "masked-lm":
+        labels = ids.clone()
+        keep = torch.rand(ids.shape, generator=generator).to(device) >= 0.15  # BERT's 15% masking
+        labels[keep] = -100
+        return {"input_ids": ids, "labels": labels}
+    return {"input_ids": ids, "labels": ids}
+
+
+def enable_checkpointing(net: torch.nn.Module, model: Model) -> str:
+    """Activation checkpointing: transformers' own where it has it, else around each stage."""
+    if getattr(net, "supports_gradient_checkpointing", False) and model.checkpointing != "stages":
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return "hf"
+    from torch.utils.checkpoint import checkpoint
+
+    stages = [m for m in net.modules() if type(m).__name__ == model.fsdp_wrap]
+    if not stages:
+        if getattr(net, "supports_gradient_checkpointing", False):
+            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return "hf"
+        raise RuntimeError(f"no {model.fsdp_wrap} modules to checkpoint in {model.hf_class}")
+    for stage in stages:
+        inner = stage.forward
+
+        def forward(*args, _inner=inner, **kwargs):
+            return checkpoint(_inner, *args, use_reentrant=False, **kwargs)
+
+        stage.forward = forward
+    return "stages"
+
+
+_SDPA_OPS = {
+    "aten::_scaled_dot_product_flash_attention": "sdpa-flash",
+    "aten::_scaled_dot_product_cudnn_attention": "sdpa-cudnn",
+    "aten::_scaled_dot_product_efficient_attention": "sdpa-efficient",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "sdpa-flash-cpu",
+    "aten::_scaled_dot_product_attention_math": "sdpa-math",
+    "aten::_efficient_attention_forward": "sdpa-efficient",
+    "aten::_flash_attention_forward": "sdpa-flash",
+}
+
+
+def detect_kernel(net: torch.nn.Module, model: Model, attn: str, batch: dict[str, torch.Tensor]) -> str:
+    """Which attention / SSM kernel runs: read from the ops one forward pass dispatches."""
+    if model.hf_class.startswith("Mamba"):
+        return _mamba_path()
+    if attn == "none":
+        return "none (convolutional)"
+    if attn == "flash_attention_2":
+        return "flash-attn-2"
+    if attn == "eager":
+        return "eager (unfused)"
+    from torch.profiler import ProfilerActivity, profile
+
+    small = {k: v[:1] for k, v in batch.items()}
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        net(**small)
+    names = {e.name for e in prof.events()}
+    found = sorted({label for op, label in _SDPA_OPS.items() if op in names})
+    if not found:
+        return "sdpa (backend not seen)"
+    return "+".join(found)
+
+
+def _mamba_path() -> str:
+    try:
+        from transformers.models.mamba import modeling_mamba as mm
+    except ImportError:
+        return "unknown"
+    fast = getattr(mm, "is_fast_path_available", None)
+    if fast is None:
+        has = all(importlib.util.find_spec(p) is not None for p in ("mamba_ssm", "causal_conv1d"))
+        fast = has
+    if fast and torch.cuda.is_available():
+        return "mamba-ssm CUDA kernels"
+    missing = [p for p in ("mamba_ssm", "causal_conv1d") if importlib.util.find_spec(p) is None]
+    return "torch fallback (slow)" + (f"; missing {', '.join(missing)}" if missing else "")

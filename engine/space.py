@@ -1,0 +1,109 @@
+"""The paper's search space (Appendix F): which combinations of methods a sweep tries.
+
+Free-lunch methods (torch.compile, fused attention / SSM kernels, TF32 where the GPU has it) are always
+on in the search; the memory-saving methods combine: activation checkpointing x sharding (none, ZeRO
+1/2/3 via DeepSpeed, FSDP 2/3 via PyTorch) x CPU offloading. The rules, from the paper's `is_valid`:
+- offloading needs sharding;
+- on one GPU, sharding without offloading is dropped (it shards over one rank: a no-op);
+- no torch.compile with ZeRO (DeepSpeed's engine does not compose with it), nor for a model whose
+  preset says it cannot compile (Mamba's fused kernels).
+That gives 12 combinations on one GPU and 22 on more. No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp2", "fsdp3")
+METHOD_SETS = ("naive", "free-lunch", "all")
+
+
+@dataclass(frozen=True)
+class Methods:
+    """One point of the search space."""
+
+    free_lunch: bool = True
+    activation_checkpointing: bool = False
+    sharding: str = "none"
+    offloading: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sharding not in SHARDING:
+            raise ValueError(f"sharding {self.sharding!r} is not one of {', '.join(SHARDING)}")
+
+    @property
+    def deepspeed(self) -> bool:
+        return self.sharding.startswith("zero")
+
+    @property
+    def fsdp(self) -> bool:
+        return self.sharding.startswith("fsdp")
+
+    @property
+    def stage(self) -> int:
+        return int(self.sharding[-1]) if self.sharding != "none" else 0
+
+    @property
+    def label(self) -> str:
+        """Short and stable: 'naive', 'free-lunch', 'ckpt+zero3+offload', ..."""
+        if not self.free_lunch:
+            base = ["naive"]
+        else:
+            base = []
+        if self.activation_checkpointing:
+            base.append("ckpt")
+        if self.sharding != "none":
+            base.append(self.sharding)
+        if self.offloading:
+            base.append("offload")
+        if self.free_lunch and not base:
+            return "free-lunch"
+        return "+".join(base)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+NAIVE = Methods(free_lunch=False)
+FREE_LUNCH = Methods()
+
+
+def is_valid(m: Methods, num_gpus: int) -> bool:
+    if m.offloading and m.sharding == "none":
+        return False
+    if num_gpus == 1 and m.sharding != "none" and not m.offloading:
+        return False
+    if not m.free_lunch and (m.activation_checkpointing or m.sharding != "none"):
+        return False  # naive is the plain baseline only
+    return True
+
+
+def combinations(num_gpus: int) -> list[Methods]:
+    """Every valid memory-saving combination with free-lunch on: 12 on one GPU, 22 on more."""
+    out = []
+    for ckpt in (False, True):
+        for sharding in SHARDING:
+            for offload in (False, True):
+                m = Methods(True, ckpt, sharding, offload)
+                if is_valid(m, num_gpus):
+                    out.append(m)
+    return out
+
+
+def search_space(method_set: str, num_gpus: int) -> list[Methods]:
+    """naive: the baseline alone; free-lunch: naive + free-lunch; all: naive + every combination."""
+    if method_set not in METHOD_SETS:
+        raise ValueError(f"methods {method_set!r} is not one of {', '.join(METHOD_SETS)}")
+    if method_set == "naive":
+        return [NAIVE]
+    if method_set == "free-lunch":
+        return [NAIVE, FREE_LUNCH]
+    return [NAIVE] + combinations(num_gpus)
+
+
+def uses_compile(m: Methods, model_can_compile: bool) -> bool:
+    return m.free_lunch and model_can_compile and not m.deepspeed
+
+
+def with_checkpointing(m: Methods) -> Methods:
+    return replace(m, activation_checkpointing=True)

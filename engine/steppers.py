@@ -1,0 +1,187 @@
+"""How one training step runs under each method setting: plain PyTorch (optionally compiled, DDP on
+several GPUs), DeepSpeed ZeRO 1/2/3 (with CPU offload), or FSDP 2/3 (PyTorch's fully_shard, with CPU
+offload). Each stepper exposes the same two calls the timer measures: `pass_(batch)` (forward and
+backward of one micro-batch) and `update()` (clipping, optimizer step, zeroing gradients).
+
+The model file knows nothing of these; the trial's Methods choose the stepper. Imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from engine.presets import Model
+from engine.space import Methods
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
+
+
+def _optimizer(model: Model, params: Any, device: str, fused: bool) -> torch.optim.Optimizer:
+    t = model.training
+    cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    kwargs = dict(lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay)
+    if fused and device == "cuda":
+        kwargs["fused"] = True
+    return cls(params, **kwargs)
+
+
+class PlainStepper:
+    """Eager or compiled PyTorch with AMP autocast (fp32 master weights, as HF Trainer does)."""
+
+    name = "torch"
+
+    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool):
+        self.model, self.device = model, device
+        self.dtype = DTYPES[model.training.precision]
+        self.net = net
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            ids = [torch.cuda.current_device()] if device == "cuda" else None
+            self.net = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids)
+        self.forward = torch.compile(self.net) if compile else self.net
+        self.opt = _optimizer(model, net.parameters(), device, fused=methods.free_lunch)
+        use_scaler = self.dtype is torch.float16 and device == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
+        self._accumulating = False
+
+    def no_sync(self) -> Any:
+        """Inside accumulation, DDP skips the gradient all-reduce until the last micro-batch."""
+        if isinstance(self.net, torch.nn.parallel.DistributedDataParallel):
+            return self.net.no_sync()
+        return contextlib.nullcontext()
+
+    def pass_(self, batch: dict[str, torch.Tensor]) -> None:
+        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype is not None):
+            loss = self.forward(**batch).loss
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def update(self) -> None:
+        clip = self.model.training.max_grad_norm
+        if self.scaler is not None:
+            self.scaler.unscale_(self.opt)
+        if clip:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
+        if self.scaler is not None:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def reset(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+
+
+class DeepSpeedStepper:
+    """DeepSpeed ZeRO stage 1/2/3; offload moves optimizer states (and at stage 3 parameters) to CPU."""
+
+    name = "deepspeed"
+
+    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, micro_batch: int):
+        import deepspeed
+
+        self.model = model
+        t = model.training
+        zero: dict[str, Any] = {"stage": methods.stage, "overlap_comm": True, "contiguous_gradients": True}
+        if methods.offloading:
+            zero["offload_optimizer"] = {"device": "cpu", "pin_memory": device == "cuda"}
+            if methods.stage == 3:
+                zero["offload_param"] = {"device": "cpu", "pin_memory": device == "cuda"}
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        config: dict[str, Any] = {
+            "train_micro_batch_size_per_gpu": micro_batch,
+            "gradient_accumulation_steps": 1,  # the timer calls update() itself after each pass
+            "train_batch_size": micro_batch * world,
+            "zero_optimization": zero,
+            "optimizer": {
+                "type": "AdamW" if t.optimizer == "adamw" else "Adam",
+                "params": {"lr": t.lr, "betas": list(t.betas), "eps": t.eps, "weight_decay": t.weight_decay,
+                           "adam_w_mode": t.optimizer == "adamw"},
+            },
+            "zero_allow_untested_optimizer": True,
+            "steps_per_print": 10**9,
+            "wall_clock_breakdown": False,
+        }
+        if t.max_grad_norm:
+            config["gradient_clipping"] = t.max_grad_norm
+        if t.precision == "bf16":
+            config["bf16"] = {"enabled": True}
+        elif t.precision == "fp16":
+            config["fp16"] = {"enabled": True, "initial_scale_power": 16}
+        self.config = config
+        self.engine, self.opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters(),
+                                                           config=config)
+
+    def no_sync(self) -> Any:
+        return contextlib.nullcontext()
+
+    def pass_(self, batch: dict[str, torch.Tensor]) -> None:
+        loss = self.engine(**batch).loss
+        self.engine.backward(loss)
+
+    def update(self) -> None:
+        self.engine.step()
+
+    def reset(self) -> None:
+        self.engine.zero_grad()
+
+
+class FsdpStepper:
+    """PyTorch FSDP (fully_shard): stage 3 reshards parameters after forward, stage 2 keeps them
+    gathered until backward; offload keeps parameters, gradients and the optimizer step on the CPU."""
+
+    name = "fsdp"
+
+    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool):
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+        self.model = model
+        dtype = DTYPES[model.training.precision]
+        mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
+        kwargs: dict[str, Any] = {"reshard_after_forward": methods.stage == 3, "mp_policy": mp}
+        if methods.offloading:
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device == "cuda")
+        blocks = [m for m in net.modules() if type(m).__name__ == model.fsdp_wrap]
+        if not blocks:
+            raise RuntimeError(f"FSDP: no {model.fsdp_wrap} modules in {model.hf_class}")
+        for block in blocks:
+            fully_shard(block, **kwargs)
+        fully_shard(net, **kwargs)
+        self.net = net
+        self.forward = torch.compile(net) if compile else net
+        # With offload the parameters live on the CPU, so the optimizer steps there (no fused kernel).
+        self.opt = _optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
+                              fused=methods.free_lunch)
+
+    def no_sync(self) -> Any:
+        return contextlib.nullcontext()
+
+    def pass_(self, batch: dict[str, torch.Tensor]) -> None:
+        # fp16 under FSDP runs without loss scaling (a few elementwise ops per step; no effect on time).
+        loss = self.forward(**batch).loss
+        loss.backward()
+
+    def update(self) -> None:
+        clip = self.model.training.max_grad_norm
+        if clip:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def reset(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+
+
+def make_stepper(net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool,
+                 micro_batch: int) -> Any:
+    if methods.deepspeed:
+        return DeepSpeedStepper(net, model, methods, device, micro_batch)
+    if methods.fsdp:
+        return FsdpStepper(net, model, methods, device, compile)
+    return PlainStepper(net, model, methods, device, compile)

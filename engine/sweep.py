@@ -1,0 +1,226 @@
+"""The engine's one small API: plan a sweep over the search space, run each trial in its own process,
+write each result to the store the moment it finishes, and report progress as typed events.
+
+    request = SweepRequest(model="pythia-1b", methods="all", db="results.duckdb")
+    run_id = run_sweep(request, on_event=print)
+
+The CLI and the app both drive this; results reach a UI through the store. A sweep that is
+interrupted resumes where it stopped: trials whose key is already in the database are skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tempfile
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from engine import formulas, space
+from engine.environment import Machine, host_info, probe
+from engine.errors import PlannerError
+from engine.events import SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec, TrialStarted
+from engine.launcher import TrialOutcome, run_trial
+from engine.presets import Presets, load_presets
+from engine.store import Run, Store, Trial
+
+
+@dataclass
+class SweepRequest:
+    model: str
+    methods: str = "all"  # naive | free-lunch | all
+    num_gpus: int = 1
+    num_nodes: int = 1
+    gpu: str | None = None  # GPU preset id; detected from the local GPU when None
+    device: str = "cuda"
+    db: str | Path | None = None
+    presets: tuple[str, ...] = ()
+    timeout_s: float = 900.0
+    exhaustive: bool = False  # measure dominated combinations too (the paper's full search)
+    repetitions: int = 5
+    warmup: int = 2
+    verify_steps: int = 0  # a steady run of this many real steps checks the free-lunch result
+    verify_accum: int = 4
+    max_micro_batch: int | None = None
+    cpu_memory_limit_mb: int | None = None
+    compile: bool = True
+    faults: dict[str, str] = field(default_factory=dict)  # test hook: combination label -> crash | hang
+    device_kind: str | None = None  # provenance: the lent machine kind, if any
+    note: str | None = None
+
+
+def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
+    return f"{req.model}|{gpu}|{req.num_gpus}|{req.num_nodes}|{m.label}|{req.device}"
+
+
+def _resolve_gpu(req: SweepRequest, presets: Presets, machine: Machine | None) -> str:
+    if req.device == "cpu":
+        return "cpu"
+    if req.gpu:
+        presets.gpu(req.gpu)
+        return req.gpu
+    if machine is None or not machine.gpus:
+        raise PlannerError("no GPU found here; use --device cpu with a tiny model, or name --gpu on a GPU machine")
+    name = "".join(c for c in machine.gpus[0].lower() if c.isalnum())
+    matches = [g for g in presets.gpus if g in name]
+    if not matches:
+        raise PlannerError(f"the local GPU {machine.gpus[0]!r} matches no GPU preset: add one (see README) "
+                           "and pass --gpu ID")
+    return max(matches, key=len)
+
+
+def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
+    model = presets.model(req.model)
+    if req.device == "cuda":
+        g = presets.gpu(gpu)
+        tf32 = g.tf32
+        if model.training.precision == "bf16" and not g.bf16:
+            raise PlannerError(f"{model.id} trains in bf16, which the {g.name} does not support")
+    else:
+        tf32 = False
+    total = req.num_gpus * req.num_nodes
+    if model.training.batch_size % total:
+        raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
+    specs = []
+    for m in space.search_space(req.methods, req.num_gpus * req.num_nodes):
+        specs.append(TrialSpec(
+            key=trial_key(req, gpu, m), model=req.model, gpu=gpu, num_gpus=req.num_gpus, num_nodes=req.num_nodes,
+            methods=m, device=req.device, preset_paths=tuple(str(Path(p).resolve()) for p in req.presets),
+            compile=req.compile, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
+            warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH else 0,
+            verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
+            fault=req.faults.get(m.label),
+        ))
+    return specs
+
+
+def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: Presets, run_id: str,
+               machine: Machine | None) -> Trial:
+    model = presets.model(spec.model)
+    r = out.result
+    m = spec.methods
+    t = Trial(
+        model=spec.model, gpu=spec.gpu, num_gpus=spec.num_gpus, num_nodes=spec.num_nodes, feasible=False,
+        source="measured", run_id=run_id, key=spec.key, free_lunch=m.free_lunch,
+        compile=r.get("compile"), tf32=r.get("tf32"), attention=r.get("attention"),
+        activation_checkpointing=m.activation_checkpointing, sharding=m.sharding, offloading=m.offloading,
+        micro_batch=r.get("micro_batch") or r.get("max_micro_batch") or None, grad_accum=r.get("grad_accum"),
+        pass_s=r.get("pass_s"), update_s=r.get("update_s"), step_s=r.get("step_s"), days=r.get("days"),
+        samples_per_s=r.get("samples_per_s"), tokens_per_s=r.get("tokens_per_s"),
+        pass_spread_s=r.get("pass_spread_s"), update_spread_s=r.get("update_spread_s"),
+        repetitions=r.get("repetitions"), warmup_s=r.get("warmup_s"), compile_s=r.get("compile_s"),
+        peak_memory_gb=r.get("peak_memory_gb"), kernel=r.get("kernel"), duration_s=out.duration_s,
+    )
+    peak = None
+    if spec.device == "cuda":
+        gpu = presets.gpu(spec.gpu)
+        peak = gpu.peak_16bit_flops
+        t.analytic_days = formulas.analytic_days(model.training_flops, spec.num_gpus * spec.num_nodes, peak)
+    provenance = {
+        "host": machine.host if machine else None, "device": (machine.gpus[0] if machine and machine.gpus else "cpu"),
+        "driver": machine.driver if machine else None, "versions": r.get("versions"),
+        "device_kind": req.device_kind, "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "timing": "torch.cuda.synchronize() + barrier around each pass and update; median of repetitions",
+        "pass_times_s": r.get("pass_times_s"), "update_times_s": r.get("update_times_s"),
+        "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
+    }
+    for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback"):
+        if r.get(k) is not None:
+            provenance[k] = r[k]
+    if out.status == "measured":
+        t.feasible = True
+        if peak:
+            t.mfu = formulas.mfu(model.flops_per_step, t.step_s, spec.num_gpus * spec.num_nodes, peak)
+            t.plausibility = formulas.plausibility(t.mfu)
+            if t.mfu > formulas.IMPOSSIBLE_MFU:
+                # Faster than the hardware can compute: a measurement bug, never shown as fact.
+                t.feasible, t.failure_kind = False, "refused"
+                t.failure_message = (f"refused: {t.mfu:.0%} of dense peak is physically impossible "
+                                     f"(step {t.step_s:.3f} s); the measurement is wrong")
+                t.days = None
+    elif out.status == "dominated":
+        t.feasible, t.failure_kind, t.failure_message = True, "dominated", out.message
+    else:
+        t.failure_kind = out.status if out.status in ("oom", "timeout", "stopped") else "failed"
+        t.failure_message = out.message or (out.log_tail[-1] if out.log_tail else None)
+        if out.status == "failed" and out.log_tail:
+            provenance["log_tail"] = out.log_tail[-20:]
+    t.provenance = json.dumps(provenance, default=str)
+    return t
+
+
+def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: None,
+              stop: threading.Event | None = None, store: Store | None = None) -> str:
+    """Run (or resume) a sweep; returns the run id. Raises PlannerError for a request that cannot run."""
+    presets = load_presets(req.presets)
+    presets.model(req.model)
+    machine = probe() if req.device == "cuda" else None
+    gpu = _resolve_gpu(req, presets, machine)
+    specs = plan(req, presets, gpu)
+    own = store is None
+    if own:
+        if req.db is None:
+            raise PlannerError("a sweep needs a database to write: pass --db FILE")
+        store = Store.open(req.db, read_only=False)
+    try:
+        done = store.done_keys([s.key for s in specs])
+        info = host_info()
+        run = Run(
+            source="measured", host=info["host"], device_kind=req.device_kind,
+            gpu_name=(machine.gpus[0] if machine and machine.gpus else "cpu"),
+            gpu_count=req.num_gpus, num_nodes=req.num_nodes, driver=machine.driver if machine else None,
+            cuda=machine.cuda if machine else None, topology=machine.topology if machine else None,
+            versions=json.dumps({**info, "torch": machine.torch if machine else None}),
+            command=f"bench --model {req.model} --methods {req.methods} --gpus {req.num_gpus}",
+            started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
+        )
+        store.add_run(run)
+        store.record_presets(run.run_id, presets)
+        on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id))
+        counts: dict[str, int] = {}
+        baseline_mb = _baseline_mb(store, specs)
+        with tempfile.TemporaryDirectory(prefix="tui-planner-") as tmp:
+            for i, spec in enumerate(specs):
+                label = spec.methods.label
+                if spec.key in done:
+                    on_event(TrialSkipped(spec.key, label, "already in the database (resumed)"))
+                    counts["resumed"] = counts.get("resumed", 0) + 1
+                    continue
+                if stop is not None and stop.is_set():
+                    break
+                if not req.exhaustive and baseline_mb and spec.methods not in (space.NAIVE, space.FREE_LUNCH):
+                    spec = replace(spec, dominated_at_or_below=baseline_mb)
+                on_event(TrialStarted(spec.key, label, i + 1, len(specs)))
+                out = run_trial(spec, Path(tmp), req.timeout_s, on_event, stop)
+                row = _trial_row(req, spec, out, presets, run.run_id, machine)
+                if out.status == "stopped":
+                    on_event(TrialFinished(spec.key, label, "stopped", message=out.message, duration_s=out.duration_s))
+                    break
+                store.add_trial(row)
+                status = row.failure_kind or "measured"
+                counts[status] = counts.get(status, 0) + 1
+                if spec.methods == space.FREE_LUNCH and row.feasible and row.micro_batch:
+                    baseline_mb = row.micro_batch
+                on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
+                                       micro_batch=row.micro_batch, message=row.failure_message,
+                                       duration_s=out.duration_s))
+        stopped = bool(stop is not None and stop.is_set())
+        store.finish_run(run.run_id, "stopped" if stopped else "done")
+        on_event(SweepFinished(counts=counts, stopped=stopped))
+        return run.run_id
+    finally:
+        if own:
+            store.close()
+
+
+def _baseline_mb(store: Store, specs: list[TrialSpec]) -> int | None:
+    """The free-lunch combination's micro-batch, if a previous (resumed) run measured it."""
+    for s in specs:
+        if s.methods == space.FREE_LUNCH:
+            rows = store.query("SELECT micro_batch FROM trials WHERE key = ? AND feasible AND days IS NOT NULL "
+                               "ORDER BY created_at DESC LIMIT 1", [s.key])
+            return rows[0]["micro_batch"] if rows else None
+    return None
+

@@ -1,0 +1,344 @@
+"""One trial, in its own process (launched by torchrun, also for one GPU): find the largest power-of-two
+micro-batch that fits, then time passes and updates, synchronized, and write the result as JSON.
+
+    torchrun --standalone --nproc-per-node N -m engine.trial SPEC.json RESULT.json
+
+Progress goes to stdout as marked JSON lines (engine.events.MARKER); only rank 0 reports. Every timing
+synchronizes the device (torch.cuda.synchronize, then a barrier across ranks) before the clock is read;
+warm-up and compilation are timed apart and excluded. An out-of-memory error is a result (that
+micro-batch does not fit), not a crash. The parent owns the database: this process never writes it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+from engine.events import MARKER, TrialSpec
+
+
+def _die_with_parent() -> None:
+    """If the launcher dies (app killed), take this process down with it: no orphan on the GPU."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+RANK = int(os.environ.get("RANK", "0"))
+
+
+def emit(kind: str, **fields: Any) -> None:
+    if RANK == 0:
+        print(MARKER + json.dumps({"event": kind, **fields}), flush=True)
+
+
+def is_oom(e: BaseException) -> bool:
+    import torch
+
+    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(e)
+    return any(s in text for s in ("out of memory", "can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED",
+                                    "std::bad_alloc", "Cannot allocate memory"))
+
+
+class Timer:
+    """Synchronized wall-clock timing: the device is idle (and every rank has arrived) when read."""
+
+    def __init__(self, device: str):
+        import torch
+        import torch.distributed as dist
+
+        self.device, self.torch, self.dist = device, torch, dist
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        if self.dist.is_initialized() and self.dist.get_world_size() > 1:
+            self.dist.barrier()
+
+    def time(self, fn: Callable[[], None]) -> float:
+        self.sync()
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        return time.perf_counter() - t0
+
+
+def _free(device: str) -> None:
+    import torch
+
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _limit_cpu_memory(extra_mb: int) -> None:
+    """CPU tests: cap the address space a little above what is mapped now, so a too-large batch fails
+    to allocate for real, the way a GPU runs out of memory."""
+    import resource
+
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[0])
+    now = pages * os.sysconf("SC_PAGE_SIZE")
+    limit = now + extra_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run(spec: TrialSpec) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+
+    from engine import formulas, modeling, space
+    from engine.presets import load_presets
+    from engine.steppers import make_stepper
+
+    t_start = time.perf_counter()
+    presets = load_presets(spec.preset_paths)
+    model = presets.model(spec.model)
+    m = spec.methods
+    device = spec.device
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    per_gpu_batch = model.training.batch_size // (spec.num_gpus * spec.num_nodes)
+    cap = min(spec.max_micro_batch or per_gpu_batch, per_gpu_batch)
+
+    # Free-lunch settings (TF32 only where the GPU has it: the parent decides from the preset).
+    tf32 = bool(m.free_lunch and spec.tf32 and device == "cuda")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    compile_on = bool(spec.compile and space.uses_compile(m, model.compile))
+    attn = modeling.attention_implementation(model, m.free_lunch, device)
+
+    result: dict[str, Any] = {
+        "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32, "world_size": world,
+        "versions": _versions(),
+    }
+    if spec.fault == "crash":
+        emit("log", line="fault injection: crashing")
+        os.abort()
+    if spec.fault == "hang":
+        emit("log", line="fault injection: hanging")
+        while True:
+            time.sleep(60)
+
+    gen = torch.Generator().manual_seed(spec.seed + RANK)
+    torch.manual_seed(spec.seed)
+
+    def fresh(micro_batch: int, compile_now: bool):
+        net = modeling.build_model(model, attn, device)
+        if m.activation_checkpointing:
+            result["checkpointing"] = modeling.enable_checkpointing(net, model)
+        return make_stepper(net, model, m, device, compile_now, micro_batch)
+
+    if spec.cpu_memory_limit_mb and device == "cpu":
+        _limit_cpu_memory(spec.cpu_memory_limit_mb)
+
+    # 1. The largest power-of-two micro-batch that fits: one pass + one update each, no compile (as the
+    #    paper). One model and engine serve every size (DeepSpeed and FSDP don't mind the batch size);
+    #    after the first OOM it is thrown away, and the measurement builds a fresh one.
+    stepper = fresh(1, compile_now=False)
+    best = 0
+    mb = 1
+    while mb <= cap:
+        try:
+            batch = modeling.make_batch(model, mb, device, gen)
+            stepper.pass_(batch)
+            stepper.update()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            del batch
+            best = mb
+            emit("batch", micro_batch=mb, fits=True)
+        except Exception as e:  # noqa: BLE001 - an OOM is a data point; anything else is re-raised
+            if not is_oom(e):
+                raise
+            emit("batch", micro_batch=mb, fits=False)
+            batch = None
+            e = None  # drop the traceback's frames, which hold GPU memory
+            break
+        mb *= 2
+    stepper = None
+    _free(device)
+    result["max_micro_batch"] = best
+    if best == 0:
+        result.update(status="oom", failure_message=f"out of memory at micro-batch 1 ({m.label})")
+        return _finish(result, t_start)
+    if spec.dominated_at_or_below and best <= spec.dominated_at_or_below:
+        result.update(status="dominated", micro_batch=best,
+                      failure_message=f"dominated: fits micro-batch {best}, no more than free-lunch "
+                                      f"({spec.dominated_at_or_below}) with extra overhead")
+        return _finish(result, t_start)
+
+    # 2. Time passes and updates at that micro-batch, compiled where the settings say; if the measured
+    #    configuration runs out of memory (compiled graphs differ), halve it and try again.
+    micro = best
+    while micro >= 1:
+        try:
+            result.update(_measure(spec, model, fresh, micro, compile_on, device, gen))
+            break
+        except Exception as e:  # noqa: BLE001
+            if not is_oom(e):
+                raise
+            emit("batch", micro_batch=micro, fits=False)
+            e = None
+            _free(device)
+            micro //= 2
+    else:
+        result.update(status="oom", failure_message="out of memory while measuring at micro-batch 1")
+        return _finish(result, t_start)
+
+    accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
+    step_s = formulas.step_time_s(result["pass_s"], accum, result["update_s"])
+    result.update(micro_batch=micro, grad_accum=accum, step_s=step_s,
+                  days=formulas.training_days(step_s, model.training.steps),
+                  samples_per_s=model.training.batch_size / step_s)
+    if model.seq_len:
+        result["tokens_per_s"] = result["samples_per_s"] * model.seq_len
+    if result.get("verify_step_s"):
+        result["verify_predicted_s"] = formulas.step_time_s(result["pass_s"], result["verify_accum"],
+                                                            result["update_s"])
+    return _finish(result, t_start)
+
+
+def _measure(spec, model, fresh, micro, compile_on, device, gen) -> dict[str, Any]:
+    import torch
+
+    from engine import modeling
+
+    emit("measuring", micro_batch=micro)
+    timer = Timer(device)
+    stepper = fresh(micro, compile_now=compile_on)
+    batch = modeling.make_batch(model, micro, device, gen)
+    kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model,
+                                    modeling.attention_implementation(model, spec.methods.free_lunch, device), batch)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+    # Warm-up (compilation happens in the first pass): timed apart, excluded from the result.
+    warm = []
+    for _ in range(max(1, spec.warmup)):
+        warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
+    # Timed (pass, update) pairs; more repetitions while the passes' spread is wide.
+    passes, updates = [], []
+    while True:
+        passes.append(timer.time(lambda: stepper.pass_(batch)))
+        updates.append(timer.time(stepper.update))
+        n = len(passes)
+        if n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s):
+            break
+        if n >= spec.repetitions:
+            rel = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n)
+            if rel < 0.005:
+                break
+    out: dict[str, Any] = {
+        "pass_s": statistics.median(passes), "update_s": statistics.median(updates),
+        "pass_spread_s": max(passes) - min(passes), "update_spread_s": max(updates) - min(updates),
+        "pass_times_s": passes, "update_times_s": updates, "repetitions": len(passes),
+        "warmup_s": sum(warm), "compile_s": warm[0] if compile_on else 0.0, "kernel": kernel,
+    }
+    if spec.verify_steps:
+        # A steady run of real optimizer steps (accumulation inside no_sync), timed end to end.
+        accum = spec.verify_accum
+
+        def step():
+            for i in range(accum):
+                ctx = stepper.no_sync() if i < accum - 1 else _null()
+                with ctx:
+                    stepper.pass_(batch)
+            stepper.update()
+
+        step()
+        total = timer.time(lambda: [step() for _ in range(spec.verify_steps)])
+        out.update(verify_step_s=total / spec.verify_steps, verify_steps=spec.verify_steps, verify_accum=accum)
+    if device == "cuda":
+        out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    return out
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _finish(result: dict[str, Any], t_start: float) -> dict[str, Any]:
+    result["duration_s"] = time.perf_counter() - t_start
+    return result
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("torch", "transformers", "accelerate", "deepspeed", "flash-attn", "mamba-ssm", "causal-conv1d"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    try:
+        import torch
+
+        out["cuda"] = torch.version.cuda or "none"
+        if torch.cuda.is_available():
+            out["gpu_name"] = torch.cuda.get_device_name()
+            out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:  # noqa: BLE001 - versions are provenance, never a reason to fail
+        pass
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    _die_with_parent()
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path, out_path = argv[0], argv[1]
+    with open(spec_path) as f:
+        spec = TrialSpec.from_json(f.read())
+    from engine.environment import sanitize_cuda_arch_env
+
+    sanitize_cuda_arch_env()
+    import torch.distributed as dist
+
+    if "RANK" in os.environ and not dist.is_initialized():
+        backend = "nccl" if spec.device == "cuda" else "gloo"
+        if spec.device == "cuda":
+            import torch
+
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend)
+    code = 0
+    try:
+        result = run(spec)
+    except Exception as e:  # noqa: BLE001 - a crash is a recorded result; the parent decides
+        result = {"status": "failed", "failure_message": f"{type(e).__name__}: {e}"[:2000],
+                  "traceback": traceback.format_exc()[-4000:]}
+        code = 1
+    if RANK == 0:
+        tmp = out_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f)
+        os.replace(tmp, out_path)
+    emit("done", status=result.get("status"))
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""`tui-planner bench`: run a sweep headless with a rich progress display (fine in a SLURM log too)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from engine.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
+from engine.sweep import SweepRequest, run_sweep
+from tui_planner import format as fmt
+
+STATUS_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
+                "refused": "bold red", "stopped": "yellow"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model preset id (tui-planner presets)")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1)")
+    p.add_argument("--methods", choices=["naive", "free-lunch", "all"], default="all",
+                   help="naive baseline; + free-lunch; or every memory-saving combination (default)")
+    p.add_argument("--gpu", help="GPU preset id of this machine's GPUs (detected when left out)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: tiny models, for CI")
+    p.add_argument("--timeout", type=float, default=900, help="seconds before a trial is killed (default 900)")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="measure every combination, also those that cannot beat free-lunch's micro-batch")
+    p.add_argument("--repetitions", type=int, default=5, help="timed passes per trial, at least (default 5)")
+    p.add_argument("--verify-steps", type=int, default=0,
+                   help="after timing free-lunch, run this many real steps to check the step-time model")
+    p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
+    p.add_argument("--device-kind", help="provenance: the machine kind (e.g. a cloud instance type)")
+    p.add_argument("--note", help="provenance: a note stored with the run")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.db:
+        from engine.errors import PlannerError
+
+        raise PlannerError("bench writes to a database of your own: pass --db FILE (the shipped one is read-only)")
+    req = SweepRequest(
+        model=args.model, methods=args.methods, num_gpus=args.gpus, gpu=args.gpu, device=args.device,
+        db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
+        repetitions=args.repetitions, verify_steps=args.verify_steps, compile=not args.no_compile,
+        device_kind=args.device_kind, note=args.note,
+    )
+    console = Console()
+    stop = threading.Event()
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # SLURM's scancel: stop cleanly, keep results
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, transient=False)
+    state = {"task": None, "current": "", "t0": time.time()}
+
+    def on_event(e: object) -> None:
+        if isinstance(e, SweepStarted):
+            state["task"] = progress.add_task(f"{args.model}", total=e.total, completed=e.skipped)
+            if e.skipped:
+                console.print(f"resuming: {e.skipped} of {e.total} trials already in {args.db}")
+        elif isinstance(e, TrialStarted):
+            state["current"] = e.label
+            progress.update(state["task"], description=f"{args.model}: {e.label} (searching batch size)")
+        elif isinstance(e, BatchTried):
+            word = "fits" if e.fits else "OOM"
+            progress.update(state["task"], description=f"{args.model}: {state['current']} (micro-batch {e.micro_batch} {word})")
+        elif isinstance(e, Measuring):
+            progress.update(state["task"], description=f"{args.model}: {state['current']} (timing at {e.micro_batch})")
+        elif isinstance(e, TrialFinished):
+            progress.advance(state["task"])
+            style = STATUS_STYLE.get(e.status, "white")
+            detail = (f"{fmt.days(e.days)} days, MFU {fmt.mfu(e.mfu)}, micro-batch {e.micro_batch}"
+                      if e.status == "measured" else (e.message or ""))
+            console.print(f"[{style}]{e.status:>9}[/] {e.label:<20} {detail[:90]}  [dim]{e.duration_s:.0f}s[/]")
+        elif isinstance(e, TrialSkipped):
+            pass
+        elif isinstance(e, SweepFinished):
+            counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
+            console.print(f"{'stopped' if e.stopped else 'done'}: {counts}. Results: tui-planner results --db {args.db} "
+                          f"--model {args.model}")
+        elif isinstance(e, Log) and getattr(args, "verbose", False):
+            console.print(f"[dim]{e.line}[/]")
+
+    try:
+        with progress:
+            run_sweep(req, on_event=on_event, stop=stop)
+    except KeyboardInterrupt:
+        stop.set()
+        console.print("stopped: finished trials are in the database; run the same command to resume")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return 0
