@@ -155,10 +155,24 @@ def run_trial(
         return TrialOutcome("stopped", result, "stopped by the user", duration, list(tail))
     if result.get("status"):
         return TrialOutcome(result["status"], result, result.get("failure_message"), duration, list(tail))
-    code = proc.returncode
-    why = f"exited with code {code}"
-    if code is not None and code < 0:
-        why = f"killed by signal {signal.Signals(-code).name}"
-    last = next((ln for ln in reversed(tail) if ln.strip()), "")
-    return TrialOutcome("failed", result, f"trial process {why} and wrote no result; last output: {last[-300:]}",
-                        duration, list(tail))
+    return TrialOutcome("failed", result, _why_no_result(proc.returncode, list(tail)), duration, list(tail))
+
+
+def _why_no_result(code: int | None, tail: list[str]) -> str:
+    """Say why a trial died without a result, from its exit code or torchrun's failure report."""
+    worker_code = code
+    for line in tail:  # torchrun reports the worker's own exit code: "exitcode  : -9 (pid: 4306)"
+        text = line.strip()
+        if text.startswith("exitcode") and ":" in text:
+            try:
+                worker_code = int(text.split(":", 1)[1].split()[0])
+            except ValueError:
+                pass
+    if worker_code is not None and worker_code < 0:
+        name = signal.Signals(-worker_code).name
+        if name == "SIGKILL":
+            return ("trial process killed by SIGKILL: most likely the host ran out of memory "
+                    "(CPU offloading keeps optimizer states, and at ZeRO-3 parameters, in host RAM)")
+        return f"trial process killed by {name} (a crash in native code, e.g. a CUDA or NCCL error)"
+    last = next((ln for ln in reversed(tail) if ln.strip() and not set(ln.strip()) <= set("=-")), "")
+    return f"trial process exited with code {worker_code} and wrote no result; last output: {last[-300:]}"

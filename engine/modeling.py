@@ -106,7 +106,11 @@ def detect_kernel(net: torch.nn.Module, model: Model, attn: str, batch: dict[str
     from torch.profiler import ProfilerActivity, profile
 
     small = {k: v[:1] for k, v in batch.items()}
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(model.training.precision)
+    device = next(net.parameters()).device.type
+    # Under the same autocast as the timed passes: the backend depends on the dtype (no flash in fp32).
+    with torch.no_grad(), torch.autocast(device, dtype=dtype, enabled=dtype is not None), \
+            profile(activities=[ProfilerActivity.CPU]) as prof:
         net(**small)
     names = {e.name for e in prof.events()}
     found = sorted({label for op, label in _SDPA_OPS.items() if op in names})

@@ -101,6 +101,14 @@ def search_space(method_set: str, num_gpus: int) -> list[Methods]:
     return [NAIVE] + combinations(num_gpus)
 
 
+def is_subset(a: Methods, b: Methods) -> bool:
+    """True when b runs every memory-saving method a runs (and maybe more), with the same free-lunch."""
+    return (a.free_lunch == b.free_lunch
+            and (not a.activation_checkpointing or b.activation_checkpointing)
+            and (a.sharding == "none" or a.sharding == b.sharding)
+            and (not a.offloading or b.offloading))
+
+
 def uses_compile(m: Methods, model_can_compile: bool) -> bool:
     return m.free_lunch and model_can_compile and not m.deepspeed
 

@@ -180,7 +180,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         store.record_presets(run.run_id, presets)
         on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id))
         counts: dict[str, int] = {}
-        baseline_mb = _baseline_mb(store, specs)
+        fits = _measured_micro_batches(store, specs)
         with tempfile.TemporaryDirectory(prefix="tui-planner-") as tmp:
             for i, spec in enumerate(specs):
                 label = spec.methods.label
@@ -190,10 +190,16 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     continue
                 if stop is not None and stop.is_set():
                     break
-                if not req.exhaustive and baseline_mb and spec.methods not in (space.NAIVE, space.FREE_LUNCH):
-                    spec = replace(spec, dominated_at_or_below=baseline_mb)
                 on_event(TrialStarted(spec.key, label, i + 1, len(specs)))
-                out = run_trial(spec, Path(tmp), req.timeout_s, on_event, stop)
+                floor, by = _dominance_floor(spec.methods, fits)
+                if not req.exhaustive and floor:
+                    spec = replace(spec, dominated_at_or_below=floor)
+                if spec.dominated_at_or_below and spec.dominated_at_or_below >= _cap(spec, presets):
+                    out = TrialOutcome("dominated", {"max_micro_batch": None}, (
+                        f"dominated: {by} already runs the largest micro-batch ({floor}); "
+                        "more memory-saving methods only add overhead"), 0.0, [])
+                else:
+                    out = run_trial(spec, Path(tmp), req.timeout_s, on_event, stop)
                 row = _trial_row(req, spec, out, presets, run.run_id, machine)
                 if out.status == "stopped":
                     on_event(TrialFinished(spec.key, label, "stopped", message=out.message, duration_s=out.duration_s))
@@ -201,8 +207,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 store.add_trial(row)
                 status = row.failure_kind or "measured"
                 counts[status] = counts.get(status, 0) + 1
-                if spec.methods == space.FREE_LUNCH and row.feasible and row.micro_batch:
-                    baseline_mb = row.micro_batch
+                if row.feasible and row.days is not None and row.micro_batch:
+                    fits[spec.methods] = row.micro_batch
                 on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
                                        micro_batch=row.micro_batch, message=row.failure_message,
                                        duration_s=out.duration_s))
@@ -215,12 +221,27 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             store.close()
 
 
-def _baseline_mb(store: Store, specs: list[TrialSpec]) -> int | None:
-    """The free-lunch combination's micro-batch, if a previous (resumed) run measured it."""
-    for s in specs:
-        if s.methods == space.FREE_LUNCH:
-            rows = store.query("SELECT micro_batch FROM trials WHERE key = ? AND feasible AND days IS NOT NULL "
-                               "ORDER BY created_at DESC LIMIT 1", [s.key])
-            return rows[0]["micro_batch"] if rows else None
-    return None
+def _cap(spec: TrialSpec, presets: Presets) -> int:
+    per_gpu = presets.model(spec.model).training.batch_size // (spec.num_gpus * spec.num_nodes)
+    return min(spec.max_micro_batch or per_gpu, per_gpu)
 
+
+def _measured_micro_batches(store: Store, specs: list[TrialSpec]) -> dict[space.Methods, int]:
+    """Micro-batches of combinations already measured (a resumed sweep prunes with them too)."""
+    out = {}
+    for s in specs:
+        rows = store.query("SELECT micro_batch FROM trials WHERE key = ? AND feasible AND days IS NOT NULL "
+                           "ORDER BY created_at DESC LIMIT 1", [s.key])
+        if rows and rows[0]["micro_batch"]:
+            out[s.methods] = rows[0]["micro_batch"]
+    return out
+
+
+def _dominance_floor(m: space.Methods, fits: dict[space.Methods, int]) -> tuple[int | None, str]:
+    """A combination that adds overhead to a measured one (a subset of its methods) can only win with
+    a larger micro-batch: the largest such micro-batch is its floor."""
+    best, by = None, ""
+    for other, mb in fits.items():
+        if other != m and space.is_subset(other, m) and (best is None or mb > best):
+            best, by = mb, other.label
+    return best, by

@@ -148,9 +148,20 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # 1. The largest power-of-two micro-batch that fits: one pass + one update each, no compile (as the
     #    paper). One model and engine serve every size (DeepSpeed and FSDP don't mind the batch size);
     #    after the first OOM it is thrown away, and the measurement builds a fresh one.
-    stepper = fresh(1, compile_now=False)
+    try:
+        stepper = fresh(1, compile_now=False)
+    except Exception as e:  # noqa: BLE001
+        if not is_oom(e):
+            raise
+        e = None
+        result.update(status="oom", failure_message=f"out of memory building the model at micro-batch 1 ({m.label})")
+        return _finish(result, t_start)
     best = 0
     mb = 1
+    floor = spec.dominated_at_or_below
+    if floor and floor * 2 <= cap:
+        # Only a micro-batch above the floor can make this combination win: start there.
+        mb = floor * 2
     while mb <= cap:
         try:
             batch = modeling.make_batch(model, mb, device, gen)
@@ -172,13 +183,18 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     stepper = None
     _free(device)
     result["max_micro_batch"] = best
+    if best == 0 and floor and mb > 1:
+        result.update(status="dominated", micro_batch=None,
+                      failure_message=f"dominated: does not fit micro-batch {mb}; at {floor} or less a measured "
+                                      "combination with fewer methods is faster")
+        return _finish(result, t_start)
     if best == 0:
         result.update(status="oom", failure_message=f"out of memory at micro-batch 1 ({m.label})")
         return _finish(result, t_start)
     if spec.dominated_at_or_below and best <= spec.dominated_at_or_below:
         result.update(status="dominated", micro_batch=best,
-                      failure_message=f"dominated: fits micro-batch {best}, no more than free-lunch "
-                                      f"({spec.dominated_at_or_below}) with extra overhead")
+                      failure_message=f"dominated: fits micro-batch {best}, no more than a measured combination "
+                                      f"with fewer methods ({spec.dominated_at_or_below})")
         return _finish(result, t_start)
 
     # 2. Time passes and updates at that micro-batch, compiled where the settings say; if the measured

@@ -11,12 +11,14 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD
 [ -f /tmp/site/.stamp ] || { nvidia-smi > "$OUT/nvidia-smi.txt"; nvidia-smi topo -m >> "$OUT/nvidia-smi.txt"; touch /tmp/site/.stamp; }
-[ -f "/tmp/$db" ] && cp "/tmp/$db" "$OUT/$db"   # resume a sweep the last call left on this machine
+# Resume: a database carried in .resume/ (with its WAL), else the one the last call left on this machine.
+if [ -f ".resume/$db" ]; then cp .resume/"$db"* "$OUT/"; elif [ -f "/tmp/$db" ]; then cp "/tmp/$db" "$OUT/$db"; fi
 for item in "$@"; do
   model=${item%%:*}; methods=all; [ "$item" != "$model" ] && methods=${item#*:}
   echo "=== $model ($methods) $(date -u +%FT%TZ)"
   python3 -m tui_planner bench --model "$model" --methods "$methods" --db "$OUT/$db" --device-kind "$kind" \
     --timeout "${TRIAL_TIMEOUT:-600}" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/bench.log"
+  python3 -c "import duckdb,sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')" "$OUT/$db"
   cp "$OUT/$db" "/tmp/$db"
 done
 python3 -m tui_planner results --db "$OUT/$db"

@@ -1,6 +1,7 @@
 """The shipped paper database: every Table 1 cell, its implied MFU and the flags."""
 
 import csv
+import json
 
 import pytest
 
@@ -81,3 +82,33 @@ def test_the_build_is_reproducible(tmp_path):
         with Store.open(tmp_path / "again.duckdb") as again:
             q = "SELECT trial_id, days, mfu, plausibility FROM trials WHERE source LIKE 'paper%' ORDER BY trial_id"
             assert again.query(q) == shipped.query(q)
+
+
+def test_measured_rows_carry_provenance_and_stay_below_peak(db):
+    rows = db.trials(source="measured")
+    assert {r["model"] for r in rows} >= {"pythia-160m", "pythia-410m", "pythia-1b", "pythia-2.8b"}
+    runs = {r["run_id"]: r for r in db.runs()}
+    for r in rows:
+        run = runs[r["run_id"]]
+        assert run["gpu_name"] and run["driver"] and run["device_kind"] == "nvidia-h100-x1"
+        assert json.loads(run["versions"])["host"] and json.loads(run["versions"])["torch"]
+        prov = json.loads(r["provenance"])
+        assert prov["measured_at"].startswith("2026-") and prov["device"].startswith("NVIDIA H100")
+        if r["days"] is not None:
+            assert prov["versions"]["torch"] and prov["versions"]["transformers"]
+            assert 0 < r["mfu"] <= 1.0 and r["plausibility"] == "ok"
+            assert r["step_s"] == pytest.approx(r["pass_s"] * r["grad_accum"] + r["update_s"])
+    best = min((r for r in rows if r["model"] == "pythia-1b" and r["days"]), key=lambda r: r["days"])
+    assert best["free_lunch"] and best["sharding"] == "none" and not best["activation_checkpointing"]
+
+
+def test_export_and_import_round_trip(tmp_path):
+    from engine.export import export_jsonl, import_jsonl
+
+    with Store.open(shipped_db()) as shipped:
+        n = export_jsonl(shipped, tmp_path / "m.jsonl")
+        q = "SELECT key, days, mfu, kernel, provenance FROM trials WHERE source = 'measured' ORDER BY key, created_at"
+        before = shipped.query(q)
+    with Store.open(tmp_path / "copy.duckdb") as copy:
+        assert import_jsonl(copy, tmp_path / "m.jsonl") == n == len(before)
+        assert copy.query(q) == before

@@ -8,7 +8,9 @@ FLAG_MARK = {"implausible": "!", "impossible": "!!"}
 def days(value: float | None) -> str:
     if value is None:
         return "—"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
 
 
 def mfu(value: float | None, flag: str | None = None) -> str:

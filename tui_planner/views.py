@@ -82,7 +82,10 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
         mfu = fmt.mfu(r.get("mfu"), flag)
         if flag in FLAG_STYLE:
             mfu = f"[{FLAG_STYLE[flag]}]{mfu}[/]"
-        days = fmt.days(r.get("days")) if r.get("feasible") else f"[dim]{r.get('failure_kind') or 'infeasible'}[/dim]"
+        if r.get("days") is not None:
+            days = fmt.days(r["days"])
+        else:
+            days = f"[dim]{r.get('failure_kind') or 'infeasible'}[/dim]"
         mb = f"{r['micro_batch']} x {r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
         t.add_row(r["model"], r["gpu"], str(r["num_gpus"]), days, mfu, fmt.methods(r), mb, r["source"])
     console.print(t)

@@ -1,0 +1,52 @@
+"""Move runs and their trials between databases as JSON lines: how measured results from a GPU machine
+become committed data (data/measured/*.jsonl) that the shipped database is rebuilt from."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from engine.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial
+
+
+def _plain(v):
+    return v.isoformat() if isinstance(v, (dt.date, dt.datetime)) else v
+
+
+def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
+    """Write every run with trials of `source`, each followed by its trials; returns the trial count."""
+    runs = store.query("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM trials WHERE source = ?) "
+                       "ORDER BY started_at", [source])
+    n = 0
+    with open(path, "w") as f:
+        for run in runs:
+            f.write(json.dumps({"run": {k: _plain(run[k]) for k in RUN_COLUMNS}}) + "\n")
+            for t in store.query("SELECT * FROM trials WHERE run_id = ? AND source = ? ORDER BY created_at",
+                                 [run["run_id"], source]):
+                f.write(json.dumps({"trial": {k: _plain(t[k]) for k in TRIAL_COLUMNS}}) + "\n")
+                n += 1
+    return n
+
+
+def _parse(cls, data: dict, time_fields: tuple[str, ...]):
+    for k in time_fields:
+        if data.get(k):
+            data[k] = dt.datetime.fromisoformat(data[k])
+    return cls(**data)
+
+
+def import_jsonl(store: Store, path: Path) -> int:
+    runs, trials = [], []
+    for line in Path(path).read_text().splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        if "run" in item:
+            runs.append(_parse(Run, item["run"], ("started_at", "ended_at")))
+        else:
+            trials.append(_parse(Trial, item["trial"], ("created_at",)))
+    for r in runs:
+        store.add_run(r)
+    store.add_trials(trials)
+    return len(trials)

@@ -1,0 +1,200 @@
+"""The engine end to end on the CPU: real trial processes under torchrun, a real DuckDB file.
+
+Tiny models (tests/fixtures/tiny) keep each trial to seconds; compile is left out for the same reason.
+The OOM path is real: the trial caps its own address space, so a too-large batch fails to allocate.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from engine import events as ev
+from engine import space
+from engine.environment import sanitize_cuda_arch_env, trial_env
+from engine.launcher import TrialOutcome, _why_no_result
+from engine.presets import load_presets
+from engine.store import Store
+from engine.sweep import SweepRequest, _dominance_floor, _trial_row, run_sweep
+
+TINY = str(FIXTURES / "tiny")
+
+
+def _request(tmp_path, **kw):
+    base = dict(model="tiny-neox", methods="free-lunch", device="cpu", presets=(TINY,), timeout_s=240,
+                compile=False, repetitions=3, warmup=1, db=str(tmp_path / "r.duckdb"))
+    base.update(kw)
+    return SweepRequest(**base)
+
+
+def _sweep(req):
+    seen = []
+    run_sweep(req, on_event=seen.append)
+    return seen
+
+
+# --- the search space -------------------------------------------------------------------------------
+
+
+def test_the_papers_search_space_sizes():
+    one, many = space.combinations(1), space.combinations(2)
+    assert len(one) == 12 and len(many) == 22
+    assert all(m.free_lunch for m in many)
+    assert not any(m.sharding != "none" and not m.offloading for m in one)  # no-op sharding dropped
+    assert not any(m.offloading and m.sharding == "none" for m in many)  # offload needs sharding
+    assert len({m.label for m in many}) == 22
+    assert space.search_space("all", 1)[0] == space.NAIVE and len(space.search_space("all", 1)) == 13
+    assert [m.label for m in space.search_space("free-lunch", 4)] == ["naive", "free-lunch"]
+    assert not space.uses_compile(space.Methods(sharding="zero1", offloading=True), True)  # no compile with ZeRO
+    assert not space.uses_compile(space.FREE_LUNCH, model_can_compile=False)  # e.g. Mamba
+
+
+def test_dominance_needs_a_measured_subset():
+    ckpt = space.Methods(activation_checkpointing=True)
+    ckpt_zero = space.Methods(activation_checkpointing=True, sharding="zero3", offloading=True)
+    zero = space.Methods(sharding="zero3", offloading=True)
+    fits = {space.FREE_LUNCH: 16, ckpt: 32}
+    assert _dominance_floor(ckpt_zero, fits) == (32, "ckpt")
+    assert _dominance_floor(zero, fits) == (16, "free-lunch")  # ckpt is not a subset of zero3+offload
+    assert _dominance_floor(space.FREE_LUNCH, fits) == (None, "")
+
+
+def test_cuda_arch_list_that_breaks_deepspeed_is_cleaned():
+    env = {"TORCH_CUDA_ARCH_LIST": "9.0a"}
+    assert sanitize_cuda_arch_env(env) == "9.0a" and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+    env = {"TORCH_CUDA_ARCH_LIST": "8.0;9.0a+PTX 10.0a"}
+    sanitize_cuda_arch_env(env)
+    assert env["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0+PTX;10.0"
+    env = {"TORCH_CUDA_ARCH_LIST": "8.0;9.0"}
+    assert sanitize_cuda_arch_env(env) is None and env["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0"
+    out = trial_env({"TORCH_CUDA_ARCH_LIST": "9.0a", "PATH": "/bin"})
+    assert out["TORCH_CUDA_ARCH_LIST"] == "9.0" and out["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_a_trial_spec_survives_json():
+    spec = ev.TrialSpec(key="k", model="m", gpu="h100", num_gpus=2, methods=space.Methods(True, True, "fsdp3", True),
+                        preset_paths=("a.toml",))
+    assert ev.TrialSpec.from_json(spec.to_json()) == spec
+
+
+def test_a_result_faster_than_the_gpu_is_refused():
+    presets = load_presets()
+    spec = ev.TrialSpec(key="k", model="pythia-1b", gpu="h100", num_gpus=1, methods=space.FREE_LUNCH)
+    flops = presets.model("pythia-1b").flops_per_step
+    honest_step = flops / (0.4 * 989.4e12)
+    for step, feasible in ((honest_step, True), (honest_step / 3, False)):
+        out = TrialOutcome("measured", {"step_s": step, "days": step * 143000 / 86400, "micro_batch": 16,
+                                        "grad_accum": 64, "pass_s": step / 64, "update_s": 0.0}, None, 1.0, [])
+        row = _trial_row(SweepRequest(model="pythia-1b", gpu="h100"), spec, out, presets, "run", None)
+        assert row.feasible is feasible
+        if feasible:
+            assert row.mfu == pytest.approx(0.4) and row.plausibility == "ok"
+        else:
+            assert row.failure_kind == "refused" and row.days is None and "impossible" in row.failure_message
+
+
+def test_why_a_trial_died_is_said_plainly():
+    torchrun_report = ["Root Cause (first observed failure):", "  exitcode  : -9 (pid: 4306)", "===="]
+    assert "host ran out of memory" in _why_no_result(1, torchrun_report)
+    assert "SIGABRT" in _why_no_result(-6, [])
+    assert "code 3" in _why_no_result(3, ["boom", "====="]) and "boom" in _why_no_result(3, ["boom", "====="])
+
+
+# --- real sweeps on the CPU ---------------------------------------------------------------------------
+
+
+def test_a_sweep_measures_writes_rows_and_resumes(tmp_path):
+    req = _request(tmp_path, verify_steps=3)
+    seen = _sweep(req)
+    kinds = [type(e).__name__ for e in seen]
+    assert kinds[0] == "SweepStarted" and kinds[-1] == "SweepFinished"
+    assert kinds.count("TrialStarted") == 2 and kinds.count("TrialFinished") == 2
+    assert "BatchTried" in kinds and "Measuring" in kinds
+    with Store.open(req.db) as s:
+        rows = {r["key"].split("|")[4]: r for r in s.trials()}
+        assert s.runs()[0]["status"] == "done"
+    assert set(rows) == {"naive", "free-lunch"}
+    for label, r in rows.items():
+        assert r["feasible"] and r["source"] == "measured" and r["gpu"] == "cpu"
+        assert r["micro_batch"] == 16 and r["grad_accum"] == 1  # the cap: the whole replication batch
+        assert r["step_s"] == pytest.approx(r["pass_s"] * r["grad_accum"] + r["update_s"])
+        assert r["days"] == pytest.approx(r["step_s"] * 1000 / 86400)
+        assert r["mfu"] is None  # a CPU has no dense 16-bit peak in the presets: no MFU rather than a wrong one
+        assert r["repetitions"] >= 3 and r["pass_spread_s"] >= 0 and r["warmup_s"] > 0
+        prov = json.loads(r["provenance"])
+        assert len(prov["pass_times_s"]) == r["repetitions"] and prov["versions"]["torch"]
+    assert rows["naive"]["kernel"] == "eager (unfused)" and rows["naive"]["free_lunch"] is False
+    assert rows["free-lunch"]["kernel"].startswith("sdpa")
+    prov = json.loads(rows["free-lunch"]["provenance"])
+    assert prov["verify_steps"] == 3 and prov["verify_step_s"] > 0 and prov["verify_predicted_s"] > 0
+
+    again = _sweep(req)  # resume: nothing left to do
+    assert again[0].skipped == 2 and not [e for e in again if isinstance(e, ev.TrialStarted)]
+    with Store.open(req.db) as s:
+        assert len(s.trials()) == 2
+
+
+def test_out_of_memory_is_a_result_not_a_crash(tmp_path):
+    req = _request(tmp_path, model="tiny-wide", methods="naive", cpu_memory_limit_mb=300)
+    seen = _sweep(req)
+    tries = [(e.micro_batch, e.fits) for e in seen if isinstance(e, ev.BatchTried)]
+    assert (1, True) in tries and any(not fits for _, fits in tries)
+    with Store.open(req.db) as s:
+        r = s.trials()[0]
+    largest = max(mb for mb, fits in tries if fits)
+    assert r["feasible"] and r["micro_batch"] <= largest < 64 and r["grad_accum"] == 64 // r["micro_batch"]
+
+    req = _request(tmp_path, model="tiny-wide", methods="naive", cpu_memory_limit_mb=5, db=str(tmp_path / "b.duckdb"))
+    _sweep(req)
+    with Store.open(req.db) as s:
+        r = s.trials()[0]
+    assert not r["feasible"] and r["failure_kind"] == "oom" and "micro-batch 1" in r["failure_message"]
+
+
+def _processes_with(text: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmd:
+                found.append(int(pid))
+    return found
+
+
+def test_a_crash_and_a_hang_are_recorded_and_the_sweep_goes_on(tmp_path):
+    req = _request(tmp_path, methods="all", timeout_s=25,
+                   faults={"free-lunch": "crash", "ckpt": "hang"})
+    seen = _sweep(req)
+    finished = {e.label: e for e in seen if isinstance(e, ev.TrialFinished)}
+    assert len(finished) == 13  # every combination got a row: nothing took the sweep down
+    with Store.open(req.db) as s:
+        rows = {r["key"].split("|")[4]: r for r in s.trials()}
+    assert rows["free-lunch"]["failure_kind"] == "failed" and "SIGABRT" in rows["free-lunch"]["failure_message"]
+    assert rows["ckpt"]["failure_kind"] == "timeout" and "25 s" in rows["ckpt"]["failure_message"]
+    assert rows["naive"]["feasible"] and rows["naive"]["days"] > 0
+    # With free-lunch gone, nothing dominates the rest: they were measured for real.
+    assert rows["zero1+offload"]["feasible"] and rows["zero1+offload"]["days"] > 0
+    assert rows["ckpt+zero1+offload"]["feasible"]
+    assert not _processes_with("engine.trial"), "a trial process outlived its sweep"
+
+
+def test_the_bench_command_runs_headless(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    db = tmp_path / "cli.duckdb"
+    out = subprocess.run([sys.executable, "-m", "tui_planner", "bench", "--model", "tiny-neox", "--device", "cpu",
+                          "--methods", "naive", "--presets", TINY, "--db", str(db), "--no-compile",
+                          "--repetitions", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "measured" in out.stdout and "naive" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "tui_planner", "bench", "--model", "tiny-neox", "--device", "cpu",
+                          "--presets", TINY], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "--db" in out.stderr  # never writes the shipped database
