@@ -342,6 +342,11 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
+    def query_named(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        cur = self.con.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
     def trials(
         self,
         model: str | None = None,

@@ -34,6 +34,8 @@ examples:
   tui-planner presets                           the models and GPUs it knows, with prices
   tui-planner results --model pythia-1b         every result for Pythia-1B, fastest first per cell
   tui-planner results --gpu h100 --format json  machine-readable rows
+  tui-planner rank --model pythia-1b --budget 50000 --deadline 60
+                                                what to buy, fastest first within budget
   tui-planner --presets my.toml presets         with your own prices or models (see README)
 
 Your own presets: TOML files in ~/.config/tui-planner/presets/ (or $XDG_CONFIG_HOME) are read after
@@ -92,6 +94,20 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--feasible", action="store_true", help="only results that fit")
     rs.add_argument("--format", choices=["table", "json", "csv"], default="table")
 
+    rk = sub.add_parser(
+        "rank", parents=[common], help="what to buy: hardware options ranked for a budget and a deadline",
+        description="Rank hardware purchases for a model: for each GPU type and count, the best result the "
+                    "database holds (measured wins over paper), hardware cost (GPUs + base system), cost per "
+                    "experiment over the hardware's lifespan, budget and deadline checks, the Pareto frontier.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  tui-planner rank --model pythia-1b --budget 50000 --deadline 60\n"
+               "  tui-planner rank --model pythia-2.8b --budget 120000 --price h100=22000 --kwh-price 0.15\n"
+               "  tui-planner rank --model vit-large --budget 30000 --format json",
+    )
+    from tui_planner import rank_cli as _rank
+
+    _rank.add_arguments(rk)
+
     bs = sub.add_parser(
         "bench", parents=[common], help="measure a model on this machine's GPUs over the paper's search space",
         description="Benchmark a model on the local GPUs: each combination of methods runs in its own "
@@ -128,6 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _results(args)
         if args.command == "db":
             return _db(args)
+        if args.command == "rank":
+            from engine.presets import load_presets
+            from tui_planner import rank_cli
+
+            presets = load_presets(args.presets)
+            with _open_store(args) as store:
+                return rank_cli.run(args, store, presets)
         if args.command == "bench":
             from tui_planner import bench
 
