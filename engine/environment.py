@@ -13,7 +13,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 
 def sanitize_cuda_arch_env(env=None) -> str | None:
@@ -52,6 +54,28 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
     return env
+
+
+def extensions_root() -> Path:
+    """Where torch (and DeepSpeed's op builder) cache JIT-built extensions."""
+    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+
+
+def clear_build_locks(since: float | None = None, older_than_s: float | None = None) -> list[Path]:
+    """A JIT build that is killed (a trial's timeout) leaves its `lock` file behind, and every later build
+    of that op waits on it forever. Remove locks made since a killed trial began, or older than a bound."""
+    root, removed, now = extensions_root(), [], time.time()
+    if not root.is_dir():
+        return removed
+    for lock in root.glob("*/*/lock"):
+        try:
+            mtime = lock.stat().st_mtime
+        except OSError:
+            continue
+        if (since is not None and mtime >= since) or (older_than_s is not None and now - mtime > older_than_s):
+            lock.unlink(missing_ok=True)
+            removed.append(lock)
+    return removed
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.environment import trial_env
+from engine.environment import clear_build_locks, trial_env
 from engine.events import MARKER, BatchTried, Log, Measuring, TrialSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ def run_trial(
     spec_path.write_text(spec.to_json())
     env = trial_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     proc = subprocess.Popen(
         torchrun_command(spec, spec_path, out_path, rdzv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(workdir), start_new_session=True,
@@ -140,6 +140,9 @@ def run_trial(
             _kill_group(proc)
             break
     _kill_group(proc, grace_s=1.0)  # torchrun's workers must not outlive it
+    if status is not None or proc.returncode:
+        for lock in clear_build_locks(since=started):  # a killed JIT build must not block the next trial
+            tail.append(f"removed the stale build lock {lock}")
     reader.join(timeout=5)
     duration = time.perf_counter() - t0
     result: dict = {}

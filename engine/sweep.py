@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine import formulas, space
-from engine.environment import Machine, host_info, probe
+from engine.environment import Machine, clear_build_locks, host_info, probe
 from engine.errors import PlannerError
 from engine.events import SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec, TrialStarted
 from engine.launcher import TrialOutcome, run_trial
@@ -46,6 +46,7 @@ class SweepRequest:
     max_micro_batch: int | None = None
     cpu_memory_limit_mb: int | None = None
     compile: bool = True
+    only: tuple[str, ...] = ()  # combination labels to run (e.g. "ckpt", "zero3+offload"); empty: all
     faults: dict[str, str] = field(default_factory=dict)  # test hook: combination label -> crash | hang
     device_kind: str | None = None  # provenance: the lent machine kind, if any
     note: str | None = None
@@ -84,7 +85,14 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     if model.training.batch_size % total:
         raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
     specs = []
-    for m in space.search_space(req.methods, req.num_gpus * req.num_nodes):
+    chosen = space.search_space(req.methods, req.num_gpus * req.num_nodes)
+    if req.only:
+        unknown = set(req.only) - {m.label for m in chosen}
+        if unknown:
+            raise PlannerError(f"no combination called {', '.join(sorted(unknown))} in --methods {req.methods} on "
+                               f"{total} GPUs; they are: {', '.join(m.label for m in chosen)}")
+        chosen = [m for m in chosen if m.label in req.only]
+    for m in chosen:
         specs.append(TrialSpec(
             key=trial_key(req, gpu, m), model=req.model, gpu=gpu, num_gpus=req.num_gpus, num_nodes=req.num_nodes,
             methods=m, device=req.device, preset_paths=tuple(str(Path(p).resolve()) for p in req.presets),
@@ -159,6 +167,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     machine = probe() if req.device == "cuda" else None
     gpu = _resolve_gpu(req, presets, machine)
     specs = plan(req, presets, gpu)
+    clear_build_locks(older_than_s=3600)  # left by a build killed in an earlier session
     own = store is None
     if own:
         if req.db is None:

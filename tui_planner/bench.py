@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repetitions", type=int, default=5, help="timed passes per trial, at least (default 5)")
     p.add_argument("--verify-steps", type=int, default=0,
                    help="after timing free-lunch, run this many real steps to check the step-time model")
+    p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
+                   help="run only these combinations, e.g. free-lunch ckpt zero3+offload")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
     p.add_argument("--device-kind", help="provenance: the machine kind (e.g. a cloud instance type)")
     p.add_argument("--note", help="provenance: a note stored with the run")
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model, methods=args.methods, num_gpus=args.gpus, gpu=args.gpu, device=args.device,
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
         repetitions=args.repetitions, verify_steps=args.verify_steps, compile=not args.no_compile,
-        device_kind=args.device_kind, note=args.note,
+        device_kind=args.device_kind, note=args.note, only=tuple(args.only),
     )
     console = Console()
     stop = threading.Event()

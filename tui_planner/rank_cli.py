@@ -81,19 +81,21 @@ def run(args: argparse.Namespace, store, presets) -> int:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
               title=f"{req.model}: budget {fmt.usd(req.budget_usd)}"
                     + (f", deadline {req.deadline_days:g} days" if req.deadline_days else ""))
-    for col in ("", "GPUs", "hardware", "days", "$/run", "source", "setting"):
-        t.add_column(col, justify="right" if col in ("hardware", "days", "$/run") else "left", no_wrap=True)
+    for col in ("", "GPUs", "hardware", "days", "MFU", "$/run", "source", "setting"):
+        t.add_column(col, justify="right" if col in ("hardware", "days", "MFU", "$/run") else "left", no_wrap=True)
     for r in rows:
         mark = ("*" if r["pareto"] else " ") + ("" if r["within_budget"] else "$") + ("" if r["within_deadline"] else "d")
         style = "bold green" if r is rows[0] and r["within_budget"] and r["within_deadline"] else (
             "dim" if not r["within_budget"] or r["days"] is None else "")
         days = fmt.days(r["days"]) if r["days"] is not None else r["status"]
         t.add_row(mark, f"{r['num_gpus']} x {r['gpu']}", fmt.usd(r["hardware_cost_usd"]), days,
+                  fmt.mfu(r["mfu"], r["plausibility"]) if r["days"] is not None else "—",
                   fmt.usd(r["cost_per_experiment_usd"]) if r["days"] is not None else "—",
                   (r["source"] or "—").replace("paper-table", "paper T"), _short(r), style=style)
     console.print(t)
     console.print("[dim]* Pareto frontier (no option is both cheaper and faster)  $ over budget  d misses the "
-                  "deadline or has no result. $/run: hardware x days / lifespan (+ energy).[/dim]")
+                  "deadline or has no result. $/run: hardware x days / lifespan (+ energy). MFU ! above 60% of "
+                  "peak: implausible (the paper's timer did not synchronize the GPU).[/dim]")
     fits = [r for r in rows if r["within_budget"] and r["within_deadline"]]
     if not fits:
         cheapest = min((r for r in rows if r["days"] is not None), key=lambda r: r["hardware_cost_usd"], default=None)
