@@ -18,35 +18,32 @@ from typing import Any, Sequence
 from engine.errors import PlannerError
 
 DESCRIPTION = """\
-How long will pre-training take on these GPUs, with which settings, and what should I buy?
-
-tui-planner is built on "$100K or 100 Days: Trade-offs when Pre-Training with Academic Resources"
-(Khandelwal et al., 2024). It ships the paper's results (flagged where they are faster than the
-hardware allows) and measured benchmarks, and it measures your own GPUs honestly: every timing
-synchronizes the GPU and every result carries its MFU (model FLOPs utilisation).
-
-Run with no command to open the planner on the shipped database.
+How long will pre-training take on these GPUs, with which settings, and what
+should I buy? Built on "$100K or 100 Days" (Khandelwal et al., 2024): ships the
+paper's results (flagged where faster than the hardware allows) and measured
+benchmarks, and measures your own GPUs honestly (synchronized timings, MFU on
+every result). With no command: the shipped database at a glance.
 """
 
 EPILOG = """\
 examples:
-  tui-planner                                   open the planner on the shipped database
-  tui-planner presets                           the models and GPUs it knows, with prices
-  tui-planner results --model pythia-1b         every result for Pythia-1B, fastest first per cell
-  tui-planner results --gpu h100 --format json  machine-readable rows
+  tui-planner presets                       models, GPUs and prices it knows
+  tui-planner results --model pythia-1b     every result for Pythia-1B
   tui-planner rank --model pythia-1b --budget 50000 --deadline 60
-                                                what to buy, fastest first within budget
-  tui-planner --presets my.toml presets         with your own prices or models (see README)
+                                            what to buy, fastest within budget
+  tui-planner bench --model pythia-1b --db mine.duckdb
+                                            measure on this machine's GPU
 
-Your own presets: TOML files in ~/.config/tui-planner/presets/ (or $XDG_CONFIG_HOME) are read after
-the shipped ones; --presets FILE|DIR adds more. A later file may override a single key, e.g.
+Your presets: TOML files in ~/.config/tui-planner/presets/ ($XDG_CONFIG_HOME)
+and --presets FILE|DIR override the shipped ones, one key at a time, e.g.
   [gpus.h100.price]
   usd = 25000
   date = 2026-11-01
   source = "quote from our vendor"
 
-MFU flags: a result above 60% of the GPU's dense 16-bit peak is marked "implausible", above 100%
-"impossible". Many of the paper's figures are: its timer did not synchronize the GPU.
+MFU marks: ! implausible (above 60% of dense 16-bit peak), !! impossible
+(above 100%). Many of the paper's figures are: its timer did not synchronize.
+Each command has --help.
 """
 
 
