@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -92,9 +92,6 @@ class Machine:
     @property
     def gpu_count(self) -> int:
         return len(self.gpus)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _run(cmd: list[str], timeout: float = 20) -> str | None:

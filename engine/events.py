@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
 from engine.space import Methods
 
 
@@ -25,7 +23,6 @@ class TrialSpec:
     device: str = "cuda"  # or "cpu": tiny configs for CI
     num_nodes: int = 1
     preset_paths: tuple[str, ...] = ()
-    attention: str = "sdpa"  # asked for; the kernel that ran is detected and recorded
     compile: bool = True
     tf32: bool = True
     max_micro_batch: int | None = None  # per-GPU cap (defaults to the per-GPU replication batch)
@@ -79,9 +76,6 @@ class BatchTried:
     micro_batch: int
     fits: bool
 
-    def can_replace(self, other: object) -> bool:
-        return isinstance(other, BatchTried) and other.key == self.key
-
 
 @dataclass(frozen=True)
 class Measuring:
@@ -121,9 +115,6 @@ class Log:
     key: str
     line: str
 
-    def can_replace(self, other: object) -> bool:
-        return False
-
 
 @dataclass(frozen=True)
 class SweepFinished:
@@ -132,8 +123,6 @@ class SweepFinished:
     counts: dict[str, int] = field(default_factory=dict)
     stopped: bool = False
 
-
-Event = Any  # one of the dataclasses above
 
 # Lines a trial process prints on stdout for its parent start with this marker, then JSON.
 MARKER = "@@tui-planner "

@@ -1,6 +1,7 @@
 """Every formula the tool uses, in one place, each with where it comes from. Units are in the names.
 
-Nothing here imports torch: the browsing path and the ranking use these too.
+Nothing here imports torch: the browsing path uses these too. The purchase arithmetic (hardware cost,
+cost per experiment, energy) is SQL, in engine/ranking.py, so a re-rank never leaves the database.
 """
 
 from __future__ import annotations
@@ -56,7 +57,3 @@ def plausibility(mfu_value: float | None) -> str | None:
         return "implausible"
     return "ok"
 
-
-def cost_per_experiment_usd(hardware_usd: float, days: float, lifespan_days: float) -> float:
-    """The paper's amortised cost (Sec. 5): hardware cost x the share of its lifespan one run takes."""
-    return hardware_usd * days / lifespan_days

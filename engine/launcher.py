@@ -43,23 +43,16 @@ def _pdeathsig() -> None:
         pass
 
 
-def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, rdzv: dict | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run"]
-    if rdzv:
-        cmd += [f"--nnodes={rdzv['nnodes']}", f"--node-rank={rdzv.get('node_rank', 0)}",
-                f"--rdzv-backend={rdzv.get('backend', 'c10d')}", f"--rdzv-endpoint={rdzv['endpoint']}",
-                f"--rdzv-id={rdzv.get('id', 'tui-planner')}"]
-    else:
-        cmd += ["--standalone", "--nnodes=1"]
+def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
     cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.trial", str(spec_path), str(out_path)]
     return cmd
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
+    """Kill the trial's whole process group. With start_new_session the group id is the leader's pid,
+    which stays valid for the group after torchrun itself has exited and been reaped."""
+    pgid = proc.pid
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(pgid, sig)
@@ -85,7 +78,6 @@ def run_trial(
     timeout_s: float,
     on_event: Callable[[object], None] = lambda e: None,
     stop: threading.Event | None = None,
-    rdzv: dict | None = None,
 ) -> TrialOutcome:
     workdir.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha1(spec.key.encode()).hexdigest()[:12]
@@ -96,7 +88,7 @@ def run_trial(
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     t0, started = time.perf_counter(), time.time()
     proc = subprocess.Popen(
-        torchrun_command(spec, spec_path, out_path, rdzv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        torchrun_command(spec, spec_path, out_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(workdir), start_new_session=True,
         preexec_fn=_pdeathsig, bufsize=1,
     )
@@ -143,6 +135,8 @@ def run_trial(
     if status is not None or proc.returncode:
         for lock in clear_build_locks(since=started):  # a killed JIT build must not block the next trial
             tail.append(f"removed the stale build lock {lock}")
+    if proc.stdout is not None:
+        proc.stdout.close()
     reader.join(timeout=5)
     duration = time.perf_counter() - t0
     result: dict = {}

@@ -111,10 +111,6 @@ class Model:
     note: str = ""
 
     @property
-    def tokens_per_sample(self) -> int | None:
-        return self.seq_len
-
-    @property
     def flops_per_step(self) -> float:
         return self.training_flops / self.training.steps
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from engine.errors import PlannerError
 from engine.presets import Presets
@@ -73,7 +73,8 @@ WITH cells AS (
 best AS (SELECT * FROM cells WHERE pick = 1),
 tried AS (  -- every cell with any row, to tell "infeasible everywhere" from "refused" and "no data"
     SELECT t.gpu, t.num_gpus * t.num_nodes AS n,
-           bool_or(t.feasible AND t.days IS NOT NULL AND t.plausibility IS NOT DISTINCT FROM 'impossible') AS refused_any
+           bool_or((t.feasible AND t.days IS NOT NULL AND t.plausibility IS NOT DISTINCT FROM 'impossible')
+                   OR t.failure_kind = 'refused') AS refused_any
     FROM trials t JOIN rank_sources s ON t.source = s.source
     WHERE t.model = $model GROUP BY ALL
 ),
@@ -143,11 +144,14 @@ def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any
     return rows
 
 
-def no_data_gpus(rows: Sequence[dict[str, Any]], req: RankRequest, presets: Presets) -> list[str]:
-    """GPU types allowed and priced that have no row at all for this model."""
-    seen = {r["gpu"] for r in rows}
+def no_data_gpus(store: Store, req: RankRequest, presets: Presets) -> list[str]:
+    """GPU types allowed and priced that the trusted sources hold no row for, for this model."""
+    sources = [src for grp in req.sources for src in SOURCE_GROUPS[grp]]
+    seen = {r["gpu"] for r in store.query(
+        "SELECT DISTINCT gpu FROM trials WHERE model = ? AND source IN (SELECT unnest(?))", [req.model, sources])}
     allowed = req.gpus_allowed or tuple(presets.gpus)
-    return [g for g in allowed if g not in seen]
+    priced = {g for g in allowed if g in req.price_overrides or presets.gpus[g].price}
+    return [g for g in allowed if g in priced and g not in seen]
 
 
 def _config(r: dict[str, Any]) -> str | None:

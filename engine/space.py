@@ -12,7 +12,7 @@ That gives 12 combinations on one GPU and 22 on more. No torch here.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 
 SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp2", "fsdp3")
 METHOD_SETS = ("naive", "free-lunch", "all")
@@ -59,9 +59,6 @@ class Methods:
         if self.free_lunch and not base:
             return "free-lunch"
         return "+".join(base)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 NAIVE = Methods(free_lunch=False)
@@ -111,7 +108,3 @@ def is_subset(a: Methods, b: Methods) -> bool:
 
 def uses_compile(m: Methods, model_can_compile: bool) -> bool:
     return m.free_lunch and model_can_compile and not m.deepspeed
-
-
-def with_checkpointing(m: Methods) -> Methods:
-    return replace(m, activation_checkpointing=True)

@@ -32,7 +32,6 @@ def _optimizer(model: Model, params: Any, device: str, fused: bool) -> torch.opt
 class PlainStepper:
     """Eager or compiled PyTorch with AMP autocast (fp32 master weights, as HF Trainer does)."""
 
-    name = "torch"
 
     def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool):
         self.model, self.device = model, device
@@ -74,14 +73,9 @@ class PlainStepper:
             self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
-    def reset(self) -> None:
-        self.opt.zero_grad(set_to_none=True)
-
-
 class DeepSpeedStepper:
     """DeepSpeed ZeRO stage 1/2/3; offload moves optimizer states (and at stage 3 parameters) to CPU."""
 
-    name = "deepspeed"
 
     def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, micro_batch: int):
         import deepspeed
@@ -114,7 +108,6 @@ class DeepSpeedStepper:
             config["bf16"] = {"enabled": True}
         elif t.precision == "fp16":
             config["fp16"] = {"enabled": True, "initial_scale_power": 16}
-        self.config = config
         self.engine, self.opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters(),
                                                            config=config)
 
@@ -128,15 +121,10 @@ class DeepSpeedStepper:
     def update(self) -> None:
         self.engine.step()
 
-    def reset(self) -> None:
-        self.engine.zero_grad()
-
-
 class FsdpStepper:
     """PyTorch FSDP (fully_shard): stage 3 reshards parameters after forward, stage 2 keeps them
     gathered until backward; offload keeps parameters, gradients and the optimizer step on the CPU."""
 
-    name = "fsdp"
 
     def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool):
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
@@ -173,10 +161,6 @@ class FsdpStepper:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-
-    def reset(self) -> None:
-        self.opt.zero_grad(set_to_none=True)
-
 
 def make_stepper(net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool,
                  micro_batch: int) -> Any:

@@ -316,6 +316,9 @@ class Store:
         self._insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(t) for t in trials])
 
     def _insert(self, table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
         marks = ", ".join("?" for _ in columns)
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
         self.con.execute("BEGIN TRANSACTION")
@@ -369,13 +372,15 @@ class Store:
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         return self.query(f"SELECT * FROM trials {clause} ORDER BY {order}", params)
 
-    def done_keys(self, keys: Iterable[str]) -> set[str]:
-        """Which trial keys already have a result: a resumed sweep skips them."""
+    def done_keys(self, keys: Iterable[str], final_only: bool = False) -> set[str]:
+        """Which trial keys already have a result: a resumed sweep skips them. With final_only, a
+        timeout, a crash or a stop does not count: those are tried again."""
         keys = list(keys)
         if not keys:
             return set()
+        final = " AND (feasible OR failure_kind IN ('oom', 'dominated', 'refused'))" if final_only else ""
         rows = self.con.execute(
-            "SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?))", [keys]
+            f"SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?)){final}", [keys]
         ).fetchall()
         return {r[0] for r in rows}
 

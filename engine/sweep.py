@@ -53,17 +53,26 @@ class SweepRequest:
 
 
 def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
-    return f"{req.model}|{gpu}|{req.num_gpus}|{req.num_nodes}|{m.label}|{req.device}"
+    """What makes two trials the same measurement; a resumed sweep skips keys already final."""
+    key = f"{req.model}|{gpu}|{req.num_gpus}|{req.num_nodes}|{m.label}|{req.device}"
+    if not req.compile:
+        key += "|no-compile"
+    if req.max_micro_batch:
+        key += f"|max-mb-{req.max_micro_batch}"
+    return key
 
 
 def _resolve_gpu(req: SweepRequest, presets: Presets, machine: Machine | None) -> str:
     if req.device == "cpu":
         return "cpu"
+    if machine is None or not machine.gpus:
+        why = machine.message if machine is not None and machine.message else "no GPU found here"
+        raise PlannerError(f"{why}; use --device cpu with a tiny model to try the engine")
+    if machine.gpu_count < req.num_gpus:
+        raise PlannerError(f"asked for {req.num_gpus} GPUs but this machine has {machine.gpu_count}")
     if req.gpu:
         presets.gpu(req.gpu)
         return req.gpu
-    if machine is None or not machine.gpus:
-        raise PlannerError("no GPU found here; use --device cpu with a tiny model, or name --gpu on a GPU machine")
     name = "".join(c for c in machine.gpus[0].lower() if c.isalnum())
     matches = [g for g in presets.gpus if g in name]
     if not matches:
@@ -81,6 +90,8 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             raise PlannerError(f"{model.id} trains in bf16, which the {g.name} does not support")
     else:
         tf32 = False
+    if req.num_nodes != 1:
+        raise PlannerError("multi-node sweeps are not wired yet: run one node (--nodes 1)")
     total = req.num_gpus * req.num_nodes
     if model.training.batch_size % total:
         raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
@@ -169,12 +180,13 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     specs = plan(req, presets, gpu)
     clear_build_locks(older_than_s=3600)  # left by a build killed in an earlier session
     own = store is None
+    run_started = False
     if own:
         if req.db is None:
             raise PlannerError("a sweep needs a database to write: pass --db FILE")
         store = Store.open(req.db, read_only=False)
     try:
-        done = store.done_keys([s.key for s in specs])
+        done = store.done_keys([s.key for s in specs], final_only=True)
         info = host_info()
         run = Run(
             source="measured", host=info["host"], device_kind=req.device_kind,
@@ -186,6 +198,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
         )
         store.add_run(run)
+        run_started = True
         store.record_presets(run.run_id, presets)
         on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id))
         counts: dict[str, int] = {}
@@ -225,6 +238,10 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         store.finish_run(run.run_id, "stopped" if stopped else "done")
         on_event(SweepFinished(counts=counts, stopped=stopped))
         return run.run_id
+    except BaseException:
+        if run_started:
+            store.finish_run(run.run_id, "interrupted")
+        raise
     finally:
         if own:
             store.close()

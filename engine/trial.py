@@ -110,7 +110,6 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     device = spec.device
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    world = dist.get_world_size() if dist.is_initialized() else 1
     per_gpu_batch = model.training.batch_size // (spec.num_gpus * spec.num_nodes)
     cap = min(spec.max_micro_batch or per_gpu_batch, per_gpu_batch)
 
@@ -122,7 +121,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     attn = modeling.attention_implementation(model, m.free_lunch, device)
 
     result: dict[str, Any] = {
-        "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32, "world_size": world,
+        "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32,
         "versions": _versions(),
     }
     if spec.fault == "crash":
@@ -162,7 +161,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     if floor and floor * 2 <= cap:
         # Only a micro-batch above the floor can make this combination win: start there.
         mb = floor * 2
-    while mb <= cap:
+    while mb <= cap and per_gpu_batch % mb == 0:
         try:
             batch = modeling.make_batch(model, mb, device, gen)
             stepper.pass_(batch)
@@ -254,7 +253,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen) -> dict[str, An
         n = len(passes)
         if n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s):
             break
-        if n >= spec.repetitions:
+        if n >= max(2, spec.repetitions):
             rel = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n)
             if rel < 0.005:
                 break

@@ -189,6 +189,10 @@ def test_a_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
         rows = {r["key"].split("|")[4]: r for r in s.trials()}
     assert not rows["naive"]["feasible"] and "SIGABRT" in rows["naive"]["failure_message"]
     assert rows["free-lunch"]["feasible"] and rows["free-lunch"]["days"] > 0
+    # Resuming retries what crashed and skips what is final.
+    again = _sweep(_request(tmp_path))
+    assert again[0].skipped == 1
+    assert [(e.label, e.status) for e in again if isinstance(e, ev.TrialFinished)] == [("naive", "measured")]
 
 
 def test_a_hang_is_killed_recorded_and_leaves_no_process(tmp_path):

@@ -34,6 +34,7 @@ def store():
             _t("h100", 1, None, feasible=False, failure_kind="oom"),  # infeasible at every setting
             _t("h100", 2, 20.0),
             _t("a6000", 4, 9.0, source="paper-table1", plausibility="impossible"),  # refused, never ranked
+            _t("l40s", 1, None, feasible=False, failure_kind="refused"),  # a measurement the sweep refused
         ])
         yield s
 
@@ -69,6 +70,7 @@ def test_order_budget_deadline_and_pareto(store, presets):
     assert cells[("h100", 1)]["status"] == "infeasible" and cells[("h100", 1)]["days"] is None
     assert not cells[("h100", 1)]["pareto"]
     assert cells[("a6000", 4)]["status"] == "refused"  # faster than the hardware: not ranked
+    assert cells[("l40s", 1)]["status"] == "refused" and cells[("l40s", 1)]["days"] is None
 
 
 def test_sources_price_overrides_and_gpu_filter(store, presets):
@@ -78,10 +80,10 @@ def test_sources_price_overrides_and_gpu_filter(store, presets):
     cheap = _by_cell(rank(store, RankRequest(model="pythia-1b", budget_usd=1e6, price_overrides={"h100": 20_000}),
                           presets))
     assert cheap[("h100", 2)]["hardware_cost_usd"] == pytest.approx(2 * 20_000 + 1456.29)
-    only = rank(store, RankRequest(model="pythia-1b", budget_usd=1e6, gpus_allowed=("a100", "l40s")), presets)
+    only = rank(store, RankRequest(model="pythia-1b", budget_usd=1e6, gpus_allowed=("a100", "h200")), presets)
     assert {r["gpu"] for r in only} == {"a100"}
-    assert no_data_gpus(only, RankRequest(model="pythia-1b", budget_usd=1, gpus_allowed=("a100", "l40s")),
-                        presets) == ["l40s"]
+    assert no_data_gpus(store, RankRequest(model="pythia-1b", budget_usd=1, gpus_allowed=("a100", "h200")),
+                        presets) == ["h200"]
 
 
 def test_nothing_within_budget(store, presets):

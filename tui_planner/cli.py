@@ -168,7 +168,7 @@ def _open_store(args: argparse.Namespace, path: str | None = None):
     from engine.store import Store
 
     target = path or args.db or shipped_db()
-    return Store.open(target, create=False)
+    return Store.open(target, read_only=True, create=False)  # browsing never locks a file a sweep writes
 
 
 def _default(args: argparse.Namespace) -> int:

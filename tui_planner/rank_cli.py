@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, store, presets) -> int:
         if cheapest:
             msg += f" The cheapest option with a result costs {fmt.usd(cheapest['hardware_cost_usd'])}."
         console.print(f"[yellow]{msg}[/]")
-    missing = no_data_gpus(rows, req, presets)
+    missing = no_data_gpus(store, req, presets)
     if missing:
         console.print(f"[dim]No data for {req.model} on: {', '.join(missing)}.[/dim]")
     return 0
