@@ -40,6 +40,18 @@ def sanitize_cuda_arch_env(env=None) -> str | None:
     return value
 
 
+def die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: if our parent dies (the app killed outright), this process is killed too, so
+    no trial is left holding a GPU. Linux only; elsewhere a no-op."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
 # Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.
 SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 

@@ -7,11 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from engine.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial
-
-
-def _plain(v):
-    return v.isoformat() if isinstance(v, (dt.date, dt.datetime)) else v
+from engine.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial, plain
 
 
 def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
@@ -21,10 +17,10 @@ def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
     n = 0
     with open(path, "w") as f:
         for run in runs:
-            f.write(json.dumps({"run": {k: _plain(run[k]) for k in RUN_COLUMNS}}) + "\n")
+            f.write(json.dumps({"run": {k: plain(run[k]) for k in RUN_COLUMNS}}) + "\n")
             for t in store.query("SELECT * FROM trials WHERE run_id = ? AND source = ? ORDER BY created_at",
                                  [run["run_id"], source]):
-                f.write(json.dumps({"trial": {k: _plain(t[k]) for k in TRIAL_COLUMNS}}) + "\n")
+                f.write(json.dumps({"trial": {k: plain(t[k]) for k in TRIAL_COLUMNS}}) + "\n")
                 n += 1
     return n
 

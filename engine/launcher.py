@@ -8,7 +8,6 @@ started with PR_SET_PDEATHSIG, so if the app is killed outright its trials die t
 from __future__ import annotations
 
 import collections
-import ctypes
 import hashlib
 import json
 import os
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.environment import clear_build_locks, trial_env
+from engine.environment import clear_build_locks, die_with_parent, trial_env
 from engine.events import MARKER, BatchTried, Log, Measuring, TrialSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,13 +33,6 @@ class TrialOutcome:
     message: str | None
     duration_s: float
     log_tail: list[str]
-
-
-def _pdeathsig() -> None:
-    try:
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path) -> list[str]:
@@ -90,7 +82,7 @@ def run_trial(
     proc = subprocess.Popen(
         torchrun_command(spec, spec_path, out_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(workdir), start_new_session=True,
-        preexec_fn=_pdeathsig, bufsize=1,
+        preexec_fn=die_with_parent, bufsize=1,
     )
     tail: collections.deque[str] = collections.deque(maxlen=60)
 

@@ -97,13 +97,13 @@ def add_paper(store: Store, data_dir: Path, presets: Presets) -> str:
     store.add_trials(paper_trials(data_dir, presets, run.run_id))
     store.record_presets(run.run_id, presets)
     with_prices = [(g.id, g.price.usd, g.price.date, g.price.source) for g in presets.gpus.values() if g.price]
-    store._insert("gpu_prices", ("gpu", "usd", "date", "source"), with_prices)
-    store._insert("machine_costs", ("num_gpus", "kind", "cost_usd", "source"),
+    store.insert("gpu_prices", ("gpu", "usd", "date", "source"), with_prices)
+    store.insert("machine_costs", ("num_gpus", "kind", "cost_usd", "source"),
                   [(m.num_gpus, m.kind, m.cost_usd, m.source) for m in presets.machines.values()])
     flops = []
     for m in presets.models.values():
         flops.append((m.id, m.training_flops, m.training_flops_source))
         if m.paper_training_flops:
             flops.append((m.id, m.paper_training_flops, "paper Fig. 9a (not used: see the model preset's note)"))
-    store._insert("model_flops", ("model", "training_flops", "source"), flops)
+    store.insert("model_flops", ("model", "training_flops", "source"), flops)
     return run.run_id

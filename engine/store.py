@@ -293,7 +293,7 @@ class Store:
 
     def add_run(self, run: Run) -> str:
         self._writable()
-        self._insert("runs", RUN_COLUMNS, [dataclasses.astuple(run)])
+        self.insert("runs", RUN_COLUMNS, [dataclasses.astuple(run)])
         return run.run_id
 
     def finish_run(self, run_id: str, status: str = "done") -> None:
@@ -308,14 +308,15 @@ class Store:
         self._writable()
         if trial.source not in SOURCES:
             raise StoreError(f"trial source {trial.source!r} is not one of {', '.join(SOURCES)}")
-        self._insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(trial)])
+        self.insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(trial)])
         return trial.trial_id
 
     def add_trials(self, trials: Sequence[Trial]) -> None:
         self._writable()
-        self._insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(t) for t in trials])
+        self.insert("trials", TRIAL_COLUMNS, [dataclasses.astuple(t) for t in trials])
 
-    def _insert(self, table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None:
+    def insert(self, table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None:
+        """Insert rows into any table in one transaction."""
         rows = list(rows)
         if not rows:
             return
@@ -335,8 +336,8 @@ class Store:
         rows = []
         for kind, entries in (("model", presets.models), ("gpu", presets.gpus), ("machine", presets.machines)):
             for key, value in entries.items():
-                rows.append((run_id, kind, str(key), json.dumps(_jsonable(value), sort_keys=True), None))
-        self._insert("presets", ("run_id", "kind", "id", "content", "file"), rows)
+                rows.append((run_id, kind, str(key), json.dumps(plain(value), sort_keys=True), None))
+        self.insert("presets", ("run_id", "kind", "id", "content", "file"), rows)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -403,13 +404,14 @@ def _lock_holder(e: Exception) -> str:
     return "the file is locked"
 
 
-def _jsonable(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A value as JSON can hold it: dataclasses and mappings as dicts, dates as ISO text."""
     if dataclasses.is_dataclass(value):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, (dt.date, dt.datetime)):
         return value.isoformat()
     return value

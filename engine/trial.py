@@ -11,12 +11,11 @@ micro-batch does not fit), not a crash. The parent owns the database: this proce
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import gc
 import json
 import math
 import os
-import signal
 import statistics
 import sys
 import time
@@ -24,14 +23,6 @@ import traceback
 from typing import Any, Callable
 
 from engine.events import MARKER, TrialSpec
-
-
-def _die_with_parent() -> None:
-    """If the launcher dies (app killed), take this process down with it: no orphan on the GPU."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 RANK = int(os.environ.get("RANK", "0"))
@@ -97,7 +88,6 @@ def _limit_cpu_memory(extra_mb: int) -> None:
 
 def run(spec: TrialSpec) -> dict[str, Any]:
     import torch
-    import torch.distributed as dist
 
     from engine import formulas, modeling, space
     from engine.presets import load_presets
@@ -201,7 +191,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     micro = best
     while micro >= 1:
         try:
-            result.update(_measure(spec, model, fresh, micro, compile_on, device, gen))
+            result.update(_measure(spec, model, fresh, micro, compile_on, device, gen, attn))
             break
         except Exception as e:  # noqa: BLE001
             if not is_oom(e):
@@ -227,7 +217,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     return _finish(result, t_start)
 
 
-def _measure(spec, model, fresh, micro, compile_on, device, gen) -> dict[str, Any]:
+def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[str, Any]:
     import torch
 
     from engine import modeling
@@ -236,8 +226,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen) -> dict[str, An
     timer = Timer(device)
     stepper = fresh(micro, compile_now=compile_on)
     batch = modeling.make_batch(model, micro, device, gen)
-    kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model,
-                                    modeling.attention_implementation(model, spec.methods.free_lunch, device), batch)
+    kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
 
@@ -269,7 +258,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen) -> dict[str, An
 
         def step():
             for i in range(accum):
-                ctx = stepper.no_sync() if i < accum - 1 else _null()
+                ctx = stepper.no_sync() if i < accum - 1 else contextlib.nullcontext()
                 with ctx:
                     stepper.pass_(batch)
             stepper.update()
@@ -280,14 +269,6 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen) -> dict[str, An
     if device == "cuda":
         out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
     return out
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _finish(result: dict[str, Any], t_start: float) -> dict[str, Any]:
@@ -317,7 +298,9 @@ def _versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _die_with_parent()
+    from engine.environment import die_with_parent
+
+    die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec_path, out_path = argv[0], argv[1]
     with open(spec_path) as f:

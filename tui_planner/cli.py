@@ -13,7 +13,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from engine.errors import PlannerError
 
@@ -201,12 +201,13 @@ RESULT_FIELDS = (
 
 
 def _results(args: argparse.Namespace) -> int:
+    from engine.store import plain
     from tui_planner.views import print_results
 
     with _open_store(args) as store:
         rows = store.trials(model=args.model, gpu=args.gpu, num_gpus=args.num_gpus, source=args.source,
                             feasible=True if args.feasible else None)
-    rows = [{k: _plain(r.get(k)) for k in RESULT_FIELDS} for r in rows]
+    rows = [{k: plain(r.get(k)) for k in RESULT_FIELDS} for r in rows]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     elif args.format == "csv":
@@ -234,12 +235,6 @@ def _db(args: argparse.Namespace) -> int:
             print(f"  {row['source']:>14}: {row['trials']} trials, {row['feasible']} feasible, {row['flagged']} flagged")
         print(f"  runs: {len(store.runs())}")
     return 0
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Iterable
 
 from rich import box
@@ -10,21 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.presets import Presets
+from engine.store import plain
 from tui_planner import format as fmt
 
 FLAG_STYLE = {"implausible": "yellow", "impossible": "bold red"}
 
 
 def presets_json(presets: Presets, kind: str) -> dict[str, Any]:
-    def plain(v: Any) -> Any:
-        if dataclasses.is_dataclass(v):
-            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
-        if hasattr(v, "items"):
-            return {str(k): plain(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        return v
-
     out: dict[str, Any] = {}
     for name in ("models", "gpus", "machines", "cloud"):
         if kind in (name, "all"):
