@@ -56,6 +56,8 @@ class SweepStarted:
     total: int
     skipped: int
     run_id: str
+    labels: tuple[str, ...] = ()  # the combinations in the order they will run
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

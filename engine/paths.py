@@ -40,6 +40,12 @@ def user_presets_dir() -> Path:
     return Path(base) / "tui-planner" / "presets"
 
 
+def user_db() -> Path:
+    """Where the app writes this machine's benchmarks by default ($XDG_DATA_HOME/tui-planner)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tui-planner" / "results.duckdb"
+
+
 def is_shipped(path: Path) -> bool:
     """Shipped databases open read-only."""
     try:

@@ -230,6 +230,11 @@ class Store:
             raise
         return store
 
+    def cursor(self) -> "Store":
+        """The same database for another thread (DuckDB connections are not shared across threads).
+        Closing it leaves this store open."""
+        return Store(self.con.cursor(), self.path, self.read_only)
+
     def _create(self) -> None:
         self.con.execute("BEGIN TRANSACTION")
         self.con.execute(_SCHEMA_V1)

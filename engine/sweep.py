@@ -171,8 +171,11 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
 
 
 def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: None,
-              stop: threading.Event | None = None, store: Store | None = None) -> str:
-    """Run (or resume) a sweep; returns the run id. Raises PlannerError for a request that cannot run."""
+              stop: threading.Event | None = None, store: Store | None = None,
+              pause: threading.Event | None = None) -> str:
+    """Run (or resume) a sweep; returns the run id. Raises PlannerError for a request that cannot run.
+    `stop` kills the running trial (not recorded) and ends the sweep; `pause` ends it after the running
+    trial. Either way, running the same request again resumes."""
     presets = load_presets(req.presets)
     presets.model(req.model)
     machine = probe() if req.device == "cuda" else None
@@ -200,7 +203,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         store.add_run(run)
         run_started = True
         store.record_presets(run.run_id, presets)
-        on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id))
+        on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id,
+                              labels=tuple(s.methods.label for s in specs), keys=tuple(s.key for s in specs)))
         counts: dict[str, int] = {}
         fits = _measured_micro_batches(store, specs)
         with tempfile.TemporaryDirectory(prefix="tui-planner-") as tmp:
@@ -210,7 +214,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     on_event(TrialSkipped(spec.key, label, "already in the database (resumed)"))
                     counts["resumed"] = counts.get("resumed", 0) + 1
                     continue
-                if stop is not None and stop.is_set():
+                if (stop is not None and stop.is_set()) or (pause is not None and pause.is_set()):
                     break
                 on_event(TrialStarted(spec.key, label, i + 1, len(specs)))
                 floor, by = _dominance_floor(spec.methods, fits)
@@ -234,7 +238,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
                                        micro_batch=row.micro_batch, message=row.failure_message,
                                        duration_s=out.duration_s))
-        stopped = bool(stop is not None and stop.is_set())
+        stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()))
         store.finish_run(run.run_id, "stopped" if stopped else "done")
         on_event(SweepFinished(counts=counts, stopped=stopped))
         return run.run_id
