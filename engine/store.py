@@ -20,7 +20,7 @@ import duckdb
 from engine.errors import StoreError
 from engine.paths import is_shipped
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SOURCES = ("measured", "predicted", "paper-table1", "paper-table4")
 
@@ -105,6 +105,14 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE trials ADD COLUMN kernel VARCHAR;
     ALTER TABLE trials ADD COLUMN duration_s DOUBLE;
     """,
+    # Version 3: predictions (engine/predict.py) carry what they were predicted from, an error band from
+    # the leave-one-out validation, and the memory model's need at the chosen micro-batch.
+    3: """
+    ALTER TABLE trials ADD COLUMN basis VARCHAR;
+    ALTER TABLE trials ADD COLUMN days_low DOUBLE;
+    ALTER TABLE trials ADD COLUMN days_high DOUBLE;
+    ALTER TABLE trials ADD COLUMN memory_need_gb DOUBLE;
+    """,
 }
 
 
@@ -152,6 +160,10 @@ class Trial:
     peak_memory_gb: float | None = None
     kernel: str | None = None
     duration_s: float | None = None
+    basis: str | None = None  # predicted rows: the rows and fit they come from
+    days_low: float | None = None  # predicted rows: the error band from leave-one-out validation
+    days_high: float | None = None
+    memory_need_gb: float | None = None  # the memory model's need at micro_batch (predicted, or a skip)
 
 
 TRIAL_COLUMNS = tuple(f.name for f in dataclasses.fields(Trial))

@@ -54,7 +54,9 @@ def test_db_info_and_migrate(tmp_path, capsys):
     Store.open(path).close()
     assert main(["db", "migrate", str(path)]) == 0
     assert main(["db", "info", str(path)]) == 0
-    assert "schema v2" in capsys.readouterr().out
+    from engine.store import SCHEMA_VERSION
+
+    assert f"schema v{SCHEMA_VERSION}" in capsys.readouterr().out
     assert main(["results", "--db", str(tmp_path / "missing.duckdb")]) == 2
 
 
