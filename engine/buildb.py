@@ -1,15 +1,19 @@
-"""Assemble the shipped database from committed data: the paper's tables and exported measured runs."""
+"""Assemble the shipped database from committed data: the paper's tables, exported measured runs, and
+predictions (engine/predict.py) for every GPU preset x count no measurement covers."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 from engine import paperdb
 from engine.presets import load_presets
 from engine.store import Store
 
+_PREDICTED_RUN = uuid.UUID("9d3f5a60-1c2b-4e8f-a7d4-3b6e0c9f2a58")
 
-def build(path: Path, data_dir: Path) -> list[dict]:
+
+def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
     presets = load_presets(include_user=False)  # shipped presets only: the build must not depend on $HOME
     with Store.open(path, read_only=False) as store:
         paperdb.add_paper(store, data_dir / "paper", presets)
@@ -19,5 +23,24 @@ def build(path: Path, data_dir: Path) -> list[dict]:
 
             for f in sorted(measured.glob("*.jsonl")):
                 import_jsonl(store, f)
+        if predictions:
+            add_predictions(store, presets)
         store.con.execute("CHECKPOINT")
         return store.summary()
+
+
+def add_predictions(store: Store, presets) -> int:
+    """The fastest predicted setting for every model with a basis, on every GPU preset x 1/2/4/8 GPUs that
+    holds no measured row (`tui-planner predict` shows every setting). Deterministic: ids come from the
+    inputs, the date from the newest basis row."""
+    from engine.predict import build_predictor, predict_missing, write_predictions
+
+    rows = store.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    if not rows:
+        return 0
+    predictor = build_predictor(rows, presets)
+    preds = predict_missing(predictor, presets, best_only=True)  # the fastest per cell: what ranking shows
+    when = max(r["created_at"] for r in rows if r["created_at"] is not None)
+    run_id = uuid.uuid5(_PREDICTED_RUN, f"{len(rows)}|{when.isoformat()}").hex
+    return write_predictions(store, preds, presets, command="scripts/build_db.py (engine/predict.py, every "
+                             "GPU preset x 1, 2, 4, 8 GPUs without a measurement)", run_id=run_id, created_at=when)

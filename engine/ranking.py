@@ -5,7 +5,8 @@ x count) the best feasible result the trusted sources hold (measured wins over p
 predicted; the row says which), its hardware cost (GPUs x price + the base system for that count), the
 cost of one experiment over the hardware's lifespan (plus energy where a power price is set), renting
 instead where a cloud price exists, budget and deadline checks, and the Pareto frontier of cost against
-days. The inputs go into small temporary tables; one query does the rest. No torch here.
+days. A predicted row (engine/predict.py) carries its error band (days_low-days_high) and basis through.
+The inputs go into small temporary tables; one query does the rest. No torch here.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ options AS (
     SELECT p.gpu, tr.n AS num_gpus, p.usd AS gpu_price_usd,
            (SELECT m.cost_usd FROM rank_machines m WHERE m.num_gpus >= tr.n ORDER BY m.num_gpus LIMIT 1) AS system_usd,
            b.days, b.source, b.grp, b.trial_id, b.mfu, b.plausibility, b.free_lunch, b.activation_checkpointing,
-           b.sharding, b.offloading, b.micro_batch, b.grad_accum, p.tdp_w, p.cloud_usd_per_gpu_hour,
+           b.sharding, b.offloading, b.micro_batch, b.grad_accum, b.days_low, b.days_high, b.basis,
+           p.tdp_w, p.cloud_usd_per_gpu_hour,
            CASE WHEN b.days IS NOT NULL THEN 'ok' WHEN tr.refused_any THEN 'refused' ELSE 'infeasible' END AS status
     FROM tried tr JOIN rank_gpus p ON p.gpu = tr.gpu
     LEFT JOIN best b ON b.gpu = tr.gpu AND b.num_gpus * b.num_nodes = tr.n

@@ -121,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     _bench.add_arguments(bs)
     bs.add_argument("-v", "--verbose", action="store_true", help="show the trial processes' output")
 
+    from tui_planner import predict_cli as _predict
+
+    pr = sub.add_parser("predict", parents=[common], help=_predict.HELP, description=_predict.DESCRIPTION,
+                        epilog=_predict.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _predict.add_arguments(pr)
+
     db = sub.add_parser("db", parents=[common], help="inspect or migrate a results database")
     dbs = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     info = dbs.add_parser("info", help="schema version, runs and trial counts")
@@ -152,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui_planner import bench
 
             return bench.run(args)
+        if args.command == "predict":
+            from tui_planner import predict_cli
+
+            return predict_cli.run(args)
     except PlannerError as e:
         print(f"tui-planner: error: {e}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from tui_planner import format as fmt
 
 JSON_FIELDS = ("gpu", "num_gpus", "hardware_cost_usd", "days", "cost_per_experiment_usd", "energy_usd",
                "rent_usd", "buy_or_rent", "within_budget", "within_deadline", "source", "status", "config",
-               "pareto", "mfu", "plausibility", "trial_id")
+               "pareto", "mfu", "plausibility", "trial_id", "days_low", "days_high", "basis")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,6 +88,9 @@ def run(args: argparse.Namespace, store, presets) -> int:
         style = "bold green" if r is rows[0] and r["within_budget"] and r["within_deadline"] else (
             "dim" if not r["within_budget"] or r["days"] is None else "")
         days = fmt.days(r["days"]) if r["days"] is not None else r["status"]
+        if r["days"] is not None and r.get("days_low") is not None and r.get("days_high") is not None:
+            # A prediction's error band, as its wider side (JSON and CSV carry days_low and days_high).
+            days += f" ±{fmt.days(max(r['days_high'] - r['days'], r['days'] - r['days_low']))}"
         t.add_row(mark, f"{r['num_gpus']} x {r['gpu']}", fmt.usd(r["hardware_cost_usd"]), days,
                   fmt.mfu(r["mfu"], r["plausibility"]) if r["days"] is not None else "—",
                   fmt.usd(r["cost_per_experiment_usd"]) if r["days"] is not None else "—",
@@ -95,7 +98,8 @@ def run(args: argparse.Namespace, store, presets) -> int:
     console.print(t)
     console.print("[dim]* Pareto frontier (no option is both cheaper and faster)  $ over budget  d misses the "
                   "deadline or has no result. $/run: hardware x days / lifespan (+ energy). MFU ! above 60% of "
-                  "peak: implausible (the paper's timer did not synchronize the GPU).[/dim]")
+                  "peak: implausible (the paper's timer did not synchronize the GPU). predicted: no measurement, "
+                  "± its error band (tui-planner predict explains it).[/dim]")
     fits = [r for r in rows if r["within_budget"] and r["within_deadline"]]
     if not fits:
         cheapest = min((r for r in rows if r["days"] is not None), key=lambda r: r["hardware_cost_usd"], default=None)

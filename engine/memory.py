@@ -1,0 +1,461 @@
+"""Memory model: the bytes one GPU holds during a training step, per method, and the largest
+micro-batch that fits.
+
+    need(mb) = static (weights, gradients, optimizer states, working copies: bytes per parameter,
+               by method and GPU count) + kappa x mb x activations per sample (by architecture)
+    fits when need(mb) <= capacity = memory_gb GiB x 0.97
+
+Every term is written out below with where it comes from; `kappa` is one number per architecture,
+calibrated against what the measured sweeps found: each measured row says "micro-batch b fitted and
+2b did not" (the engine searches powers of two until out-of-memory), which brackets kappa; the
+calibration takes the middle of the range every row allows. The engine's search runs without
+torch.compile, so the activation formulas count eager-mode tensors.
+
+The predictor (engine/predict.py) uses it to re-derive the micro-batch on a GPU nobody measured; the
+sweep (engine/sweep.py) uses it to skip combinations that cannot fit. No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from engine.errors import PlannerError
+from engine.presets import Gpu, Model, Presets
+from engine.space import Methods
+
+GIB = 2.0**30
+# The CUDA context, cuBLAS/NCCL workspaces and allocator fragmentation take memory that PyTorch's
+# allocator never reports; 3% of the card is kept back for them (an assumption, absorbed by kappa).
+USABLE_FRACTION = 0.97
+# DeepSpeed's default reduce_bucket_size / allgather_bucket_size (5e8 elements of 16-bit values).
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+
+
+class MemoryModelError(PlannerError):
+    """The memory model does not know this architecture (add it to engine/memory.py)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the memory and time models need from a model preset's architecture."""
+
+    family: str  # transformer | mamba | convnext
+    params: float
+    layers: int
+    hidden: int
+    heads: int = 0  # attention heads (0: no attention)
+    tokens: int = 0  # positions each layer sees per sample (sequence; ViT: patches + 1)
+    logit_positions: int = 1  # positions with an output distribution (LM: every token; classifier: 1)
+    logit_width: int = 0  # vocabulary or classes
+    inner: int = 0  # MLP width (transformer) or expanded width (Mamba)
+    state: int = 0  # SSM state size (Mamba)
+    attention_dropout: bool = False
+    stages: tuple[tuple[int, int, int], ...] = ()  # ConvNeXt: (resolution, channels, depth) per stage
+    embedding_params: float = 0.0  # input-embedding lookups: parameters without matmul FLOPs
+
+
+def _cfg(model: Model, key: str, default: Any = None) -> Any:
+    value = model.config.get(key, default)
+    if value is None:
+        raise MemoryModelError(f"{model.id}: the preset's config has no {key!r}, which the memory model needs")
+    return value
+
+
+_SHAPES: dict[int, tuple[Model, Shape]] = {}
+
+
+def shape(model: Model) -> Shape:
+    """Parameter count and activation-relevant sizes, from the Hugging Face config values (cached per
+    preset object: presets are frozen).
+
+    Parameter counts follow the transformers classes the engine builds (checked against the
+    published counts: Pythia-160M 162,322,944; Pythia-1B 1,011,781,632; Mamba-2.8B ~2.77e9;
+    ConvNeXt-Large-22k ~229.8M).
+    """
+    hit = _SHAPES.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    s = _shape(model)
+    _SHAPES[id(model)] = (model, s)
+    return s
+
+
+def _shape(model: Model) -> Shape:
+    cls = model.config_class
+    if cls in ("GPTNeoXConfig", "RobertaConfig", "ViTConfig"):
+        h, layers = int(_cfg(model, "hidden_size")), int(_cfg(model, "num_hidden_layers"))
+        heads, inner = int(_cfg(model, "num_attention_heads")), int(_cfg(model, "intermediate_size"))
+        # One layer: Q, K, V, O projections with biases (4h^2 + 4h), the MLP (2hi + i + h) and two
+        # LayerNorms (4h): 4h^2 + 2hi + 9h + i.
+        per_layer = 4 * h * h + 2 * h * inner + 9 * h + inner
+        if cls == "GPTNeoXConfig":
+            vocab = int(_cfg(model, "vocab_size"))
+            tied = bool(model.config.get("tie_word_embeddings", False))
+            params = (1 if tied else 2) * vocab * h + layers * per_layer + 2 * h
+            return Shape("transformer", params, layers, h, heads, model.seq_len, model.seq_len, vocab, inner,
+                         embedding_params=vocab * h)
+        if cls == "RobertaConfig":
+            vocab = int(_cfg(model, "vocab_size"))
+            positions = int(model.config.get("max_position_embeddings", 514))
+            types = int(model.config.get("type_vocab_size", 1))
+            embeddings = (vocab + positions + types) * h + 2 * h
+            lm_head = h * h + h + 2 * h + vocab  # dense + LayerNorm + decoder bias (decoder tied)
+            params = embeddings + layers * per_layer + lm_head
+            dropout = float(model.config.get("attention_probs_dropout_prob", 0.1)) > 0
+            return Shape("transformer", params, layers, h, heads, model.seq_len, model.seq_len, vocab, inner,
+                         attention_dropout=dropout, embedding_params=embeddings)
+        patch = int(_cfg(model, "patch_size"))
+        image = int(model.config.get("image_size", model.image_size))
+        channels = int(model.config.get("num_channels", 3))
+        patches = (image // patch) ** 2
+        classes = model.num_classes or int(_cfg(model, "num_labels"))
+        params = (channels * patch * patch * h + h) + h + (patches + 1) * h + layers * per_layer + 2 * h \
+            + h * classes + classes
+        dropout = float(model.config.get("attention_probs_dropout_prob", 0.0)) > 0
+        return Shape("transformer", params, layers, h, heads, patches + 1, 1, classes, inner,
+                     attention_dropout=dropout)
+    if cls == "MambaConfig":
+        h, layers = int(_cfg(model, "hidden_size")), int(_cfg(model, "num_hidden_layers"))
+        vocab, n = int(_cfg(model, "vocab_size")), int(model.config.get("state_size", 16))
+        e = int(model.config.get("expand", 2)) * h
+        k = int(model.config.get("conv_kernel", 4))
+        rank = model.config.get("time_step_rank", "auto")
+        r = math.ceil(h / 16) if rank in (None, "auto") else int(rank)
+        # norm h; in_proj h.2e; conv1d e.k + e; x_proj e.(r + 2n); dt_proj r.e + e; A_log e.n; D e; out_proj e.h
+        per_layer = h + 2 * e * h + e * k + e + e * (r + 2 * n) + r * e + e + e * n + e + e * h
+        tied = bool(model.config.get("tie_word_embeddings", True))
+        params = (1 if tied else 2) * vocab * h + layers * per_layer + h
+        return Shape("mamba", params, layers, h, 0, model.seq_len, model.seq_len, vocab, e, n,
+                     embedding_params=vocab * h)
+    if cls == "ConvNextConfig":
+        widths = [int(c) for c in _cfg(model, "hidden_sizes")]
+        depths = [int(d) for d in _cfg(model, "depths")]
+        patch = int(model.config.get("patch_size", 4))
+        image = int(model.config.get("image_size", model.image_size))
+        channels = int(model.config.get("num_channels", 3))
+        classes = model.num_classes or int(_cfg(model, "num_labels"))
+        params = channels * patch * patch * widths[0] + widths[0] + 2 * widths[0]  # stem conv + LayerNorm
+        stages, res = [], image // patch
+        for i, (c, d) in enumerate(zip(widths, depths)):
+            if i:
+                params += 2 * widths[i - 1] + 4 * widths[i - 1] * c + c  # LayerNorm + 2x2 stride-2 conv
+                res //= 2
+            # block: 7x7 depthwise (49c + c), LayerNorm 2c, c->4c (4c^2 + 4c), 4c->c (4c^2 + c), scale c
+            params += d * (8 * c * c + 58 * c)
+            stages.append((res, c, d))
+        params += 2 * widths[-1] + widths[-1] * classes + classes
+        return Shape("convnext", params, sum(depths), widths[-1], 0, 0, 1, classes, stages=tuple(stages))
+    raise MemoryModelError(
+        f"{model.id}: the memory model does not know {cls} (it knows GPT-NeoX, RoBERTa, ViT, Mamba and "
+        "ConvNeXt); add its formulas to engine/memory.py")
+
+
+def mixed_precision(model: Model) -> bool:
+    return model.training.precision in ("fp16", "bf16")
+
+
+def fused_attention(model: Model, methods: Methods) -> bool:
+    """Free-lunch asks for SDPA / flash kernels (no s x s score matrix kept); naive runs eager attention."""
+    return methods.free_lunch and model.attention == "sdpa"
+
+
+# --- static memory: bytes that do not grow with the micro-batch ---------------------------------------
+
+
+def static_terms(model: Model, methods: Methods, num_gpus: int) -> dict[str, float]:
+    """Bytes per GPU for weights, gradients, optimizer states and working copies.
+
+    Adam keeps two fp32 moments (8 bytes/param). Plain PyTorch with AMP keeps fp32 weights (4) and fp32
+    gradients (4), and autocast keeps a 16-bit copy of each weight for the backward (2): 18 bytes/param,
+    16 in fp32. DDP (more than one GPU) adds its fp32 gradient buckets (4).
+    DeepSpeed ZeRO (Rajbhandari et al. 2020, Sec. 5.1): 16-bit weights (2) and gradients (2), K = 12
+    bytes of fp32 master weights and moments (in fp32 training: 4, 4 and K = 8); stage 1 shards the K
+    bytes over N GPUs, stage 2 also the gradients, stage 3 also the weights; offload moves the K bytes
+    (and at stage 3 the weights) to the CPU. Plus its reduce bucket (5e8 16-bit elements).
+    FSDP (fully_shard): fp32 weights, gradients and moments sharded over N (16/N), plus the gathered
+    16-bit weights: all of them from forward to backward at stage 2 (reshard_after_forward=False), two
+    layers at a time at stage 3; offload keeps the sharded fp32 state on the CPU.
+    """
+    psi = shape(model).params
+    layers = max(shape(model).layers, 1)
+    n = max(num_gpus, 1)
+    mixed = mixed_precision(model)
+    half = 2.0 if mixed else 4.0  # bytes of a working (compute-precision) copy
+    if methods.sharding == "none":
+        terms = {"weights fp32": 4 * psi, "gradients fp32": 4 * psi, "Adam moments fp32": 8 * psi}
+        if mixed:
+            terms["autocast 16-bit weight copies"] = 2 * psi
+        if n > 1:
+            terms["DDP gradient buckets"] = 4 * psi
+        return terms
+    if methods.deepspeed:
+        stage = methods.stage
+        weights, grads, k = (2.0, 2.0, 12.0) if mixed else (4.0, 4.0, 8.0)
+        terms = {
+            "weights": weights * psi / (n if stage >= 3 else 1),
+            "gradients": grads * psi / (n if stage >= 2 else 1),
+            "optimizer (master + moments)": k * psi / n,
+        }
+        if methods.offloading:
+            terms["optimizer (master + moments)"] = 0.0  # on the CPU
+            if stage == 3:
+                terms["weights"] = 0.0
+        if stage == 3:
+            terms["gathered layers (2 x one layer)"] = 2 * weights * psi / layers
+        terms["DeepSpeed reduce bucket"] = min(DEEPSPEED_BUCKET_ELEMENTS, psi) * 2
+        return terms
+    # FSDP
+    sharded = 0.0 if methods.offloading else 16 * psi / n
+    gathered = half * psi if methods.stage == 2 else 2 * half * psi / layers
+    return {
+        "sharded fp32 weights + gradients + moments": sharded,
+        "gathered 16-bit weights" if mixed else "gathered weights": gathered,
+        "one layer's unsharded fp32 gradients": 4 * psi / layers,
+    }
+
+
+# --- activations: bytes per sample ---------------------------------------------------------------------
+
+
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1:
+# a transformer layer keeps s.h.(34 + 5.a.s/h) bytes per sample with 16-bit activations; the 5.a.s^2
+# part is the attention score matrix, which fused attention (SDPA / flash) never stores.
+TRANSFORMER_LAYER_BYTES = 34
+# HF eager attention keeps the fp32 softmax output (4 bytes per score) and its 16-bit copy (2) for the
+# backward; in fp32 training one 4-byte tensor. Attention dropout adds its mask (1) and output.
+EAGER_SCORE_BYTES_16BIT = 6
+EAGER_SCORE_BYTES_FP32 = 4
+# The loss upcasts logits to fp32, keeps the log-softmax output and, in the backward, its gradient:
+# 3 x 4 bytes per logit.
+LOGIT_BYTES = 12
+# ConvNeXt block (per position and channel): input, depthwise output, LayerNorm output, 4x-wide
+# pointwise output and its GELU (4 + 4), second pointwise output, layer-scale output = 13 tensors.
+CONVNEXT_BLOCK_TENSORS = 13
+
+
+def activation_terms(model: Model, methods: Methods) -> dict[str, float]:
+    """Bytes per sample kept for the backward pass, in eager mode (the engine's micro-batch search)."""
+    s = shape(model)
+    mixed = mixed_precision(model)
+    w = 1.0 if mixed else 2.0  # fp32 activations are twice the 16-bit bytes
+    ckpt = methods.activation_checkpointing
+    terms: dict[str, float] = {}
+    if s.family == "transformer":
+        layer = TRANSFORMER_LAYER_BYTES * s.tokens * s.hidden * w
+        scores = 0.0
+        if not fused_attention(model, methods) and s.heads:
+            per_score = EAGER_SCORE_BYTES_16BIT if mixed else EAGER_SCORE_BYTES_FP32
+            if s.attention_dropout:
+                per_score += 1 + (2 if mixed else 4)
+            scores = s.heads * s.tokens * s.tokens * per_score
+        if ckpt:  # per-layer checkpointing keeps each layer's input; one layer is rebuilt at a time
+            terms["layer inputs (checkpoints)"] = s.layers * s.tokens * s.hidden * 2 * w
+            terms["one layer, recomputed"] = layer + scores
+        else:
+            terms[f"layers: {TRANSFORMER_LAYER_BYTES}.s.h x {s.layers}"] = s.layers * layer
+            if scores:
+                terms["eager attention scores"] = s.layers * scores
+    elif s.family == "mamba":
+        e, r = s.inner, math.ceil(s.hidden / 16)
+        # The fused path keeps in_proj's output (2e), the conv output (e), delta (e), the scan output (e)
+        # and x_proj's output (r + 2n) in 16-bit, and the fp32 residual (4h), per token.
+        layer = s.tokens * ((5 * e + r + 2 * s.state) * 2 + 4 * s.hidden)
+        if not methods.free_lunch:
+            # Without mamba-ssm, transformers' slow path materialises the discretised A and B.x for
+            # every position: 2 x e x n fp32 values per token.
+            layer += s.tokens * 2 * e * s.state * 4
+        if ckpt:
+            terms["layer inputs (checkpoints)"] = s.layers * s.tokens * s.hidden * 6
+            terms["one layer, recomputed"] = layer
+        else:
+            terms[f"layers x {s.layers}"] = s.layers * layer
+    elif s.family == "convnext":
+        elem = 2.0 if mixed else 4.0
+        per_stage = [res * res * c * d * CONVNEXT_BLOCK_TENSORS * elem for res, c, d in s.stages]
+        if ckpt:  # the engine checkpoints whole stages: their inputs, plus the largest stage rebuilt
+            terms["stage inputs (checkpoints)"] = sum(res * res * c * elem for res, c, _ in s.stages)
+            terms["largest stage, recomputed"] = max(per_stage)
+        else:
+            terms["blocks"] = sum(per_stage)
+    terms["logits and loss"] = s.logit_positions * s.logit_width * LOGIT_BYTES
+    return terms
+
+
+# --- fitting -------------------------------------------------------------------------------------------
+
+
+def capacity_bytes(gpu: Gpu) -> float:
+    """What the allocator can hand out: the card's memory (GiB, as sold) less what it never reports."""
+    return gpu.memory_gb * GIB * USABLE_FRACTION
+
+
+@dataclass(frozen=True)
+class Need:
+    """The memory one GPU needs at a micro-batch, term by term."""
+
+    static: Mapping[str, float]
+    activations_per_sample: Mapping[str, float]
+    kappa: float
+    micro_batch: int
+
+    @property
+    def static_bytes(self) -> float:
+        return sum(self.static.values())
+
+    @property
+    def activation_bytes(self) -> float:
+        return self.kappa * self.micro_batch * sum(self.activations_per_sample.values())
+
+    @property
+    def total_bytes(self) -> float:
+        return self.static_bytes + self.activation_bytes
+
+
+def need(model: Model, methods: Methods, num_gpus: int, micro_batch: int, kappa: float = 1.0) -> Need:
+    return Need(static_terms(model, methods, num_gpus), activation_terms(model, methods), kappa, micro_batch)
+
+
+def micro_batches(model: Model, num_gpus: int) -> list[int]:
+    """The engine's candidates: powers of two that divide the per-GPU share of the replication batch."""
+    per_gpu = model.training.batch_size // num_gpus
+    out, mb = [], 1
+    while mb <= per_gpu and per_gpu % mb == 0:
+        out.append(mb)
+        mb *= 2
+    return out
+
+
+def max_micro_batch(model: Model, gpu: Gpu, methods: Methods, num_gpus: int, kappa: float = 1.0,
+                    capacity: float | None = None) -> int:
+    """The largest candidate micro-batch whose need fits the GPU; 0 when not even one sample fits."""
+    cap = capacity_bytes(gpu) if capacity is None else capacity
+    best = 0
+    for mb in micro_batches(model, num_gpus):
+        if need(model, methods, num_gpus, mb, kappa).total_bytes <= cap:
+            best = mb
+        else:
+            break
+    return best
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """kappa for one architecture family: the middle of the range the measured fits allow."""
+
+    family: str
+    kappa: float
+    low: float  # every row agrees kappa > low ...
+    high: float  # ... and kappa <= high (when low < high)
+    rows: int
+    conflicts: int = 0  # rows whose bracket misses the chosen kappa
+    basis: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        if not self.rows:
+            return f"kappa {self.kappa:g} for {self.family} (uncalibrated: no measured fits)"
+        rng = f"{self.low:.2f}-{self.high:.2f}" if self.low < self.high else "no common range"
+        extra = f", {self.conflicts} rows disagree" if self.conflicts else ""
+        return f"kappa {self.kappa:.2f} for {self.family} ({rng} from {self.rows} measured fits{extra})"
+
+
+def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float] | None:
+    """The kappa range one measured row allows: its searched micro-batch b fitted (kappa <= hi) and,
+    unless b was the largest candidate, 2b did not (kappa > lo). None when the row says nothing."""
+    if row.get("source") != "measured" or row.get("gpu") not in presets.gpus:
+        return None
+    try:
+        model = presets.model(row["model"])
+        s = shape(model)
+    except PlannerError:
+        return None
+    prov = _json(row.get("provenance"))
+    searched = prov.get("max_micro_batch_searched")
+    failed_at = None  # a micro-batch that ran out of memory, when that is all the row says
+    if row.get("failure_kind") == "oom" and not searched:
+        failed_at = 1
+    elif row.get("failure_kind") == "dominated" and not searched:
+        # The search started above a dominance floor and the first size tried did not fit.
+        found = _DOES_NOT_FIT.search(row.get("failure_message") or "")
+        if not found:
+            return None
+        failed_at = int(found.group(1))
+    elif not (row.get("feasible") and row.get("days")):
+        return None
+    searched = searched or row.get("micro_batch")
+    if searched is None and failed_at is None:
+        return None
+    methods = methods_of(row)
+    n = int(row["num_gpus"]) * int(row.get("num_nodes") or 1)
+    gpu = presets.gpu(row["gpu"])
+    cap = capacity_bytes(gpu)
+    stat = sum(static_terms(model, methods, n).values())
+    act = sum(activation_terms(model, methods).values())
+    if act <= 0 or s is None:
+        return None
+    candidates = micro_batches(model, n)
+    if failed_at is not None:
+        return ((cap - stat) / (failed_at * act), math.inf)
+    hi = (cap - stat) / (searched * act)
+    nxt = searched * 2
+    lo = (cap - stat) / (nxt * act) if nxt in candidates else 0.0
+    return (lo, hi)
+
+
+_DOES_NOT_FIT = re.compile(r"does not fit micro-batch (\d+)")
+
+
+def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Calibration]:
+    """One kappa per architecture family from the measured rows' micro-batch brackets: the geometric
+    middle of the common range; when the rows disagree, the median of their middles."""
+    by_family: dict[str, list[tuple[float, float, str]]] = {}
+    for r in rows:
+        b = fit_bracket(r, presets)
+        if b is None:
+            continue
+        fam = shape(presets.model(r["model"])).family
+        by_family.setdefault(fam, []).append((b[0], b[1], str(r.get("trial_id", ""))[:8]))
+    out = {}
+    for fam, brackets in by_family.items():
+        lo = max(b[0] for b in brackets)
+        hi = min(b[1] for b in brackets)
+        if 0 < lo < hi < math.inf:
+            kappa = math.sqrt(lo * hi)
+        elif lo < hi:
+            kappa = lo * 1.25 if hi == math.inf else hi / 1.25 if lo <= 0 else math.sqrt(lo * hi)
+        else:
+            mids = sorted(math.sqrt(max(a, 1e-3) * b) if b < math.inf and a > 0 else (a * 1.25 if a > 0 else b / 1.25)
+                          for a, b, _ in brackets)
+            kappa = mids[len(mids) // 2]
+        conflicts = sum(1 for a, b, _ in brackets if not (a < kappa <= b))
+        out[fam] = Calibration(fam, kappa, lo, hi, len(brackets), conflicts, tuple(t for *_, t in brackets))
+    return out
+
+
+def kappa_for(model: Model, calibrations: Mapping[str, Calibration]) -> Calibration:
+    fam = shape(model).family
+    return calibrations.get(fam) or Calibration(fam, 1.0, 0.0, 0.0, 0)
+
+
+def methods_of(row: Mapping[str, Any]) -> Methods:
+    """The method settings of a stored trial (unknown settings read as off)."""
+    sharding = row.get("sharding") or "none"
+    return Methods(free_lunch=bool(row.get("free_lunch")), activation_checkpointing=bool(row.get("activation_checkpointing")),
+                   sharding=sharding, offloading=bool(row.get("offloading")))
+
+
+def _json(text: Any) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def gb(value: float) -> str:
+    return f"{value / 1e9:.1f} GB"

@@ -1,0 +1,300 @@
+"""`tui-planner predict`: training days on a GPU type and count nobody measured (engine/predict.py),
+the memory model's micro-batch per method, the error band, and `--validate` to say how good it is."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from engine.errors import PlannerError
+from tui_planner import format as fmt
+
+HELP = "predict days on GPUs nobody measured, with an error band"
+
+DESCRIPTION = """\
+Predict training days for a model on a GPU type and count with no
+measurement. A roofline fitted to the measured rows (paper rows only where an
+architecture was never measured, and only plausible ones):
+
+  pass = micro-batch x (FLOPs/sample / peak / fitted % of peak
+                        + memory-bound bytes/sample / bandwidth / fitted %)
+         + gradient traffic / interconnect + offload copies / PCIe
+  step = pass x accumulation + update;  days = step x steps / 86400
+
+The micro-batch is the largest power of two the memory model fits (weights,
+gradients, optimizer states and activations per sample under each method);
+an option that cannot fit is infeasible, not slow. No prediction exceeds 60%
+of the dense peak. The band is the spread of leave-one-out errors.
+"""
+
+EPILOG = """\
+examples:
+  tui-planner predict --model pythia-1b --gpu h200 --num-gpus 2
+  tui-planner predict --model pythia-1b --gpu rtx4090 --num-gpus 4 --methods zero3
+  tui-planner predict --model pythia-2.8b --all          every GPU x 1, 2, 4, 8
+  tui-planner predict --validate                       how good it is
+  tui-planner predict --model pythia-1b --all --db mine.duckdb --write
+
+The basis is the shipped database plus --db FILE's rows; --write stores the
+predictions (source 'predicted', with basis and band) in --db FILE, which
+`rank` then shows as predicted where nothing better exists.
+"""
+
+COUNTS = (1, 2, 4, 8)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="model preset id (tui-planner presets)")
+    p.add_argument("--gpu", help="GPU preset id")
+    p.add_argument("--num-gpus", type=int, default=1, metavar="N", help="GPUs in the machine (default 1)")
+    p.add_argument("--methods", default="all", metavar="LABEL",
+                   help="one combination to explain (e.g. free-lunch, ckpt, zero3+offload) or all (default)")
+    p.add_argument("--all", action="store_true", help="every GPU preset x 1, 2, 4, 8 GPUs for --model")
+    p.add_argument("--validate", action="store_true",
+                   help="leave-one-out over the measured cells: median and worst error")
+    p.add_argument("--write", action="store_true", help="store the predictions in --db FILE (not the shipped one)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.predict import build_predictor, leave_one_out
+    from engine.presets import load_presets
+
+    presets = load_presets(args.presets)
+    if args.write:
+        _writable_target(args)
+    rows = _basis_rows(args)
+    if args.validate:
+        return _validate(args, rows, presets)
+    if not args.model:
+        raise PlannerError("predict needs --model M (and --gpu G, or --all), or --validate")
+    model = presets.model(args.model)
+    if args.num_gpus < 1:
+        raise PlannerError(f"--num-gpus must be at least 1, not {args.num_gpus}")
+    predictor = build_predictor(rows, presets)
+    if args.all:
+        if args.gpu:
+            raise PlannerError("--all predicts every GPU preset: leave --gpu out (or drop --all)")
+        cells = [(g, n) for g in presets.gpus for n in COUNTS if model.training.batch_size % n == 0]
+    else:
+        if not args.gpu:
+            raise PlannerError("predict needs --gpu G (one of: " + ", ".join(presets.gpus) + "), or --all")
+        presets.gpu(args.gpu)
+        cells = [(args.gpu, args.num_gpus)]
+    from engine import space
+
+    method_set = "all"
+    only = None
+    if args.methods != "all":
+        labels = {m.label: m for n in {c[1] for c in cells} for m in space.search_space("all", n)}
+        if args.methods not in labels:
+            raise PlannerError(f"no combination called {args.methods!r}; on {cells[0][1]} GPU(s) they are: "
+                               + ", ".join(m.label for m in space.search_space("all", cells[0][1])))
+        only = args.methods
+    measured = _measured_cells(rows, model.id)
+    results = []
+    for gpu, n in cells:
+        if args.all and (model.id, gpu, n) in measured:
+            continue  # measured: nothing to predict
+        preds = predictor.predict_cell(model.id, gpu, n, method_set)
+        if only:
+            preds = [p for p in preds if p.label == only]
+            if not preds:
+                raise PlannerError(f"{only} is not in the search space on {n} GPU(s)")
+        results.append((gpu, n, preds))
+    if args.format == "json":
+        print(json.dumps([_json(p) for _, _, preds in results for p in preds], indent=2, default=str))
+    elif args.all:
+        _print_all(model.id, results, predictor, measured)
+    else:
+        _print_cell(results[0][2], predictor, only)
+    if args.write:
+        n = _write(args, [p for _, _, preds in results for p in preds], presets, predictor)
+        print(f"wrote {n} predicted rows to {args.db}", file=sys.stderr)
+    return 0
+
+
+# --- inputs -------------------------------------------------------------------------------------------
+
+
+def _writable_target(args: argparse.Namespace) -> None:
+    from engine.paths import is_shipped
+
+    if not args.db:
+        raise PlannerError("--write stores predictions in a database of your own: pass --db FILE")
+    if is_shipped(Path(args.db)):
+        raise PlannerError(f"{args.db} is the shipped database, which is read-only: pass --db FILE of your own "
+                           "(scripts/build_db.py rebuilds the shipped one, predictions included)")
+
+
+def _basis_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Measured and paper rows of the shipped database and of --db FILE (never predicted ones)."""
+    from engine.paths import shipped_db
+    from engine.store import Store
+
+    paths = [shipped_db()]
+    if args.db and Path(args.db).expanduser().exists():
+        paths.append(Path(args.db).expanduser())
+    rows: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        with Store.open(path, read_only=True, create=False) as store:
+            for r in store.query("SELECT * FROM trials WHERE source <> 'predicted'"):
+                rows.setdefault(r["trial_id"], r)
+    return list(rows.values())
+
+
+def _measured_cells(rows: list[dict[str, Any]], model: str) -> set[tuple[str, str, int]]:
+    from engine.predict import measured_cells
+
+    return {c for c in measured_cells(rows) if c[0] == model}
+
+
+# --- output -------------------------------------------------------------------------------------------
+
+
+def _days(p) -> str:
+    if not p.feasible:
+        return "—"
+    band = f" ({p.days_low:.0f}-{p.days_high:.0f})" if p.days_low is not None else ""
+    return fmt.days(p.days) + band
+
+
+def _print_cell(preds, predictor, only: str | None) -> None:
+    console = Console()
+    first = preds[0]
+    title = f"{first.model} on {first.num_gpus} x {first.gpu}: predicted (no measurement of this cell)"
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=title, title_justify="left")
+    for col in ("setting", "micro-batch", "memory", "days (band)", "MFU"):
+        t.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
+    for p in preds:
+        if p.feasible:
+            mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB"
+            t.add_row(p.label, str(p.micro_batch), mem, _days(p), fmt.mfu(p.mfu) + ("^" if p.capped else ""))
+        else:
+            why = "does not fit" if "does not fit" in p.reason else "no prediction"
+            mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB" if p.memory_need_gb else "—"
+            t.add_row(p.label, "0", mem, why, "—", style="dim")
+    console.print(t)
+    best = next((p for p in preds if p.feasible), None)
+    chosen = preds[0] if only else best
+    if chosen is None:
+        reasons = sorted({p.reason for p in preds})
+        console.print("[yellow]Infeasible: no combination fits.[/] " + reasons[0])
+        return
+    if not chosen.feasible:
+        console.print(f"[yellow]{chosen.label}: {chosen.reason}[/]")
+        _lines(console, chosen.lines)
+        return
+    console.print(f"[bold]{chosen.label}[/], how it is derived:" if only else
+                  f"fastest: [bold]{chosen.label}[/], how it is derived:")
+    _lines(console, chosen.lines + [f"basis: {chosen.basis}"])
+    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at 60% MFU. Check it: "
+                  "tui-planner predict --validate[/]")
+
+
+def _lines(console: Console, lines: list[str]) -> None:
+    """Each term on its own line, wrapped under itself so the explanation reads in 80 columns."""
+    for line in lines:
+        console.print(textwrap.fill(line, width=78, initial_indent="  ", subsequent_indent="      "),
+                      highlight=False, soft_wrap=True)
+
+
+def _print_all(model: str, results, predictor, measured) -> None:
+    console = Console()
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
+              title=f"{model}: predicted best setting per GPU type and count")
+    for col in ("GPUs", "days (band)", "MFU", "setting", "micro-batch"):
+        t.add_column(col, justify="right" if col in ("days (band)", "MFU", "micro-batch") else "left", no_wrap=True)
+    for gpu, n, preds in results:
+        best = next((p for p in preds if p.feasible), None)
+        if best is None:
+            reason = "infeasible" if any("does not fit" in p.reason for p in preds) else "no prediction"
+            t.add_row(f"{n} x {gpu}", reason, "—", "", "", style="dim")
+        else:
+            t.add_row(f"{n} x {gpu}", _days(best), fmt.mfu(best.mfu), best.label, str(best.micro_batch))
+    console.print(t)
+    if measured:
+        cells = ", ".join(f"{n} x {g}" for _, g, n in sorted(measured))
+        console.print(f"[dim]Measured, so not predicted: {cells} (tui-planner results --model {model}).[/dim]")
+    console.print("[dim]band: leave-one-out error spread. One cell in detail: --gpu G --num-gpus N.[/dim]")
+
+
+def _json(p) -> dict[str, Any]:
+    return {"model": p.model, "gpu": p.gpu, "num_gpus": p.num_gpus, "setting": p.label, "feasible": p.feasible,
+            "reason": p.reason or None, "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
+            "days": p.days, "days_low": p.days_low, "days_high": p.days_high, "mfu": p.mfu, "capped": p.capped,
+            "pass_s": p.pass_s, "update_s": p.update_s, "step_s": p.step_s, "memory_need_gb": p.memory_need_gb,
+            "memory_capacity_gb": p.memory_capacity_gb, "basis": p.basis, "explanation": p.lines}
+
+
+# --- validation ---------------------------------------------------------------------------------------
+
+
+def _validate(args: argparse.Namespace, rows, presets) -> int:
+    from engine.predict import validation_report
+
+    report = validation_report(rows, presets)
+    if args.format == "json":
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+    console = Console()
+    m = report["measured"]
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
+              title=f"Leave-one-out: {m['what']}")
+    for col in ("held out", "setting", "measured", "predicted", "error", "micro-batch"):
+        t.add_column(col, justify="left" if col in ("held out", "setting") else "right", no_wrap=True)
+    for c in m["checks"]:
+        err = "—" if c["error"] is None else f"{c['error']:+.0%}"
+        pred = fmt.days(c["predicted_days"]) if c["predicted_days"] is not None else (c["reason"] or "—")[:24]
+        mb = f"{c['actual_micro_batch']} / {c['predicted_micro_batch']}"
+        t.add_row(f"{c['model']} {c['num_gpus']}x{c['gpu']}", c["label"], fmt.days(c["actual_days"]), pred, err, mb)
+    console.print(t)
+    if m["median_abs"] is None:
+        console.print("[yellow]No measured cell to validate against: measure with `tui-planner bench`.[/]")
+    else:
+        console.print(f"median |error| {m['median_abs']:.1%}, worst {m['worst_abs']:.1%} over {len(m['errors'])} "
+                      f"configurations; best setting per cell: median {m['best_median_abs']:.1%}, worst "
+                      f"{m['best_worst_abs']:.1%} over {m['cells']} cells (target: median < 15%, none > 40%)")
+        console.print(f"micro-batch (measured / predicted): {m['micro_batch_agree']} of {m['micro_batch_checked']} agree")
+    console.print("[dim]Each cell (model x GPU x count) is held out whole and predicted from every other cell, "
+                  "memory calibration included.[/dim]")
+    for line in report["memory"]:
+        console.print(f"memory model: {line}", highlight=False)
+    for x in report["cross"]:
+        if x["median_abs"] is None:
+            continue
+        console.print(f"{x['title']}: median |error| {x['median_abs']:.0%}, worst {x['worst_abs']:.0%} over "
+                      f"{len(x['errors'])} rows ({x['note']})", highlight=False)
+    return 0
+
+
+# --- writing ------------------------------------------------------------------------------------------
+
+
+def _write(args: argparse.Namespace, preds, presets, predictor) -> int:
+    from engine.predict import write_predictions
+    from engine.store import Store
+
+    with Store.open(args.db, read_only=False) as store:
+        return write_predictions(store, preds, presets, command=" ".join(["predict"] + _argv(args)))
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    out = []
+    if args.model:
+        out += ["--model", args.model]
+    if args.gpu:
+        out += ["--gpu", args.gpu, "--num-gpus", str(args.num_gpus)]
+    if args.all:
+        out.append("--all")
+    if args.methods != "all":
+        out += ["--methods", args.methods]
+    return out
