@@ -34,5 +34,5 @@ def print_summary(store: Store, console: Console | None = None) -> None:
         for r in best:
             t.add_row(r["model"], r["gpu"], fmt.days(r["days"]), fmt.mfu(r["mfu"], r["plausibility"]), r["source"])
         console.print(t)
-    console.print("The interactive planner is on its way; meanwhile try [bold]tui-planner results --help[/bold], "
+    console.print("In a terminal, [bold]tui-planner[/bold] opens the planner; see also [bold]tui-planner results --help[/bold], "
                   "[bold]tui-planner presets[/bold] and [bold]tui-planner --help[/bold].")

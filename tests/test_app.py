@@ -1,0 +1,510 @@
+"""The Textual app, driven as a person would: real key presses (Textual's Pilot), a real DuckDB file,
+a real tiny sweep on the CPU from the Benchmark screen, and the real console command inside tmux.
+
+The app reads a database built here from committed data (the paper's tables and one measured H100
+file), so the screens do not change when the shipped database gains rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Checkbox, DataTable, Input, Select, SelectionList, Static
+
+from conftest import FIXTURES, ROOT
+from engine import paperdb
+from engine.export import import_jsonl
+from engine.presets import load_presets
+from engine.store import Store
+from tui_planner.app import chart
+from tui_planner.app import state as st
+from tui_planner.app.app import PlannerApp
+from tui_planner.app.screens.dialogs import HelpScreen, TrialDetail, binding_rows
+
+SIZE = (80, 24)
+MEASURED = ROOT / "data" / "measured" / "h100-x1-2026-11-22.jsonl"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("app") / "fixture.duckdb"
+    with Store.open(path, read_only=False) as store:
+        paperdb.add_paper(store, ROOT / "data" / "paper", load_presets(include_user=False))
+        import_jsonl(store, MEASURED)
+        store.con.execute("CHECKPOINT")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _fixed_data_home(monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", "/tmp/tui-planner-test-data")  # the Benchmark screen shows this path
+
+
+def make_app(db: Path, **kw) -> PlannerApp:
+    paths = kw.pop("presets", ())
+    return PlannerApp(load_presets(include_user=False, extra=paths), db, preset_paths=paths, **kw)
+
+
+async def ranked(pilot, app: PlannerApp, **expect) -> None:
+    """Wait until the background ranking matches the state the keys asked for."""
+    for _ in range(100):
+        await pilot.pause(0.05)
+        r = app.ranking
+        if r is not None and r.state == app.state and all(getattr(r.state, k) == v for k, v in expect.items()):
+            return
+    raise AssertionError(f"ranking never caught up with {expect}")
+
+
+def text(app: PlannerApp, selector: str) -> str:
+    return str(app.screen.query_one(selector, Static).render())
+
+
+# --- plain functions --------------------------------------------------------------------------------
+
+
+def test_nudges_step_and_stop_at_a_floor():
+    s = st.PlanState(model="pythia-1b", budget_usd=15_000, deadline_days=15)
+    assert st.nudge_budget(s, 2).budget_usd == 35_000
+    assert st.nudge_budget(s, -5).budget_usd == st.BUDGET_STEP_USD
+    assert st.nudge_deadline(s, -3).deadline_days == st.DEADLINE_STEP_DAYS
+    assert st.nudge_deadline(st.PlanState(model="x", deadline_days=None), 1).deadline_days == 110
+    assert st.cycle(["a", "b", "c"], "c", 1) == "a" and st.cycle(["a", "b"], "a", -1) == "b"
+    assert st.cycle_sources(s).sources == ("measured", "paper")
+
+
+@pytest.mark.parametrize("text, value", [("50000", 50_000), ("$50,000", 50_000), ("50k", 50_000), ("1.2m", 1.2e6)])
+def test_money_parses_as_people_type_it(text, value):
+    assert st.parse_money(text, "budget") == value
+
+
+@pytest.mark.parametrize("text", ["fifty", "-5", "0", ""])
+def test_bad_money_says_what_is_wrong(text):
+    with pytest.raises(Exception, match="budget"):
+        st.parse_money(text, "budget")
+
+
+def test_price_overrides_name_unknown_gpus():
+    assert st.parse_prices("h100=25k a100=12000", ["h100", "a100"]) == (("h100", 25_000.0), ("a100", 12_000.0))
+    with pytest.raises(Exception, match="no GPU called 'h900'"):
+        st.parse_prices("h900=1", ["h100"])
+    with pytest.raises(Exception, match="GPU=USD"):
+        st.parse_prices("h100", ["h100"])
+
+
+def _row(gpu, n, cost, days, **kw):
+    base = dict(gpu=gpu, num_gpus=n, hardware_cost_usd=cost, days=days, cost_per_experiment_usd=cost * days / 1825,
+                within_budget=True, within_deadline=True, pareto=True, source="measured", mfu=0.4, plausibility=None,
+                config="free-lunch")
+    base.update(kw)
+    return base
+
+
+def test_verdict_names_the_winner_and_what_the_runner_up_trades():
+    s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
+    rows = [_row("h100", 2, 62_000, 25), _row("h100", 1, 31_000, 51)]
+    lines = st.verdict(rows, s)
+    assert "Buy 2 x H100" in lines[0] and "25.0 days" in lines[0]
+    assert "Runner-up 1 x H100: saves $31,000 but takes 26.0 more days" in lines[-1]
+
+
+def test_verdict_warns_when_the_winner_rests_on_an_implausible_figure():
+    s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
+    lines = st.verdict([_row("a6000", 8, 49_000, 22, source="paper-table1", mfu=0.81, plausibility="implausible")], s)
+    assert "implausible" in lines[1] and "expect longer" in lines[1]
+
+
+def test_verdict_when_nothing_fits_says_what_it_would_take():
+    s = st.PlanState(model="m", budget_usd=20_000, deadline_days=30)
+    rows = [_row("h100", 1, 31_000, 51, within_budget=False, within_deadline=False),
+            _row("h100", 2, 62_000, 25, within_budget=False)]
+    lines = st.verdict(rows, s)
+    assert "Nothing fits the budget" in lines[0] and "$31,000" in lines[0]
+    assert "Meeting the deadline needs $62,000" in lines[1]
+
+
+def test_chart_draws_points_frontier_and_the_budget_and_deadline_lines():
+    pts = [chart.Point(2_000, 300, "a", True, False), chart.Point(30_000, 50, "b", False, True),
+           chart.Point(60_000, 20, "c", True, True)]
+    lines = chart.render(pts, 60, 14, budget=40_000, deadline=100).plain.splitlines()
+    assert len(lines) == 14
+    body = "\n".join(lines[:-2])
+    assert body.count("◆") == 2 and body.count("●") == 1
+    budget_cols = {line.index("│", 7) for line in lines[:-2] if "│" in line[7:]}
+    assert len(budget_cols) == 1  # one vertical budget line
+    assert sum("─" * 10 in line for line in lines[:-2]) == 1  # one horizontal deadline line
+    assert "$10k" in lines[-1]
+
+
+# --- screens, by key presses ------------------------------------------------------------------------
+
+
+def test_plan_what_if_keys_move_the_ranking(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            assert app.state.model == "pythia-1b" and len(app.ranking.rows) > 5
+            await pilot.press("right_square_bracket", "right_square_bracket")
+            await ranked(pilot, app, budget_usd=70_000)
+            assert "$70,000" in text(app, "#title")
+            assert app.screen.query_one("#budget", Input).value == "70000"
+            await pilot.press("comma", "comma", "comma")
+            await ranked(pilot, app, deadline_days=70)
+            late = [r for r in app.ranking.rows if r["days"] and r["days"] > 70]
+            assert late and not any(r["within_deadline"] for r in late)
+            await pilot.press("m")
+            await ranked(pilot, app)
+            assert app.state.model != "pythia-1b" and app.screen.query_one("#model", Select).value == app.state.model
+            await pilot.press("M", "s")
+            await ranked(pilot, app, model="pythia-1b", sources=("measured", "paper"))
+            assert "Buy" in text(app, "#verdict") or "Nothing" in text(app, "#verdict")
+
+    asyncio.run(go())
+
+
+def test_typing_a_bad_budget_keeps_the_last_good_plan(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("e", *"lots", "tab")
+            await pilot.pause(0.2)
+            assert app.state.budget_usd == 50_000
+            assert "not an amount" in text(app, "#verdict")
+            assert app.screen.query_one("#budget", Input).has_class("-bad")
+            await pilot.press("shift+tab", *"120k", "enter")
+            await ranked(pilot, app, budget_usd=120_000)
+            assert app.screen.query_one("#ranking", DataTable).has_focus
+
+    asyncio.run(go())
+
+
+def test_toggling_a_gpu_type_drops_it_from_the_ranking(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            assert any(r["gpu"] == "rtx3090" for r in app.ranking.rows)
+            await pilot.press("g")
+            assert app.screen.query_one("#gpus", SelectionList).has_focus
+            await pilot.press("space")  # the first GPU in the list
+            first = next(iter(app.presets.gpus))
+            await ranked(pilot, app)
+            assert first not in app.state.gpus_allowed and app.state.gpus_allowed
+            assert not any(r["gpu"] == first for r in app.ranking.rows)
+
+    asyncio.run(go())
+
+
+def test_enter_on_an_option_shows_its_trial_with_mfu_and_provenance(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            assert isinstance(app.screen, TrialDetail)
+            body = str(app.screen.query_one("#detail-body", Static).render())
+            assert "MFU" in body and "Provenance" in body
+            await pilot.press("escape")
+            assert not isinstance(app.screen, TrialDetail)
+
+    asyncio.run(go())
+
+
+def test_chart_picks_points_and_switches_axis(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("2")
+            await pilot.pause(0.2)
+            assert type(app.screen).__name__ == "ChartScreen"
+            await pilot.press("right")
+            cheapest = min((r for r in app.ranking.rows if r["days"]), key=lambda r: r["hardware_cost_usd"])
+            assert f"{cheapest['num_gpus']} x {cheapest['gpu']}" in text(app, "#chart-info")
+            await pilot.press("right_square_bracket")
+            await ranked(pilot, app, budget_usd=60_000)
+            await pilot.press("c")
+            await ranked(pilot, app, x_axis="experiment")
+            assert "cost per experiment" in text(app, "#chart-title")
+
+    asyncio.run(go())
+
+
+def test_results_sort_filter_and_open_another_database(db, tmp_path):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            await pilot.pause(0.5)
+            table = app.screen.query_one("#results", DataTable)
+            everything = table.row_count
+            assert everything > 300 and "sorted by days" in text(app, "#results-status")
+            await pilot.press("s")
+            assert "sorted by MFU" in text(app, "#results-status")
+            await pilot.press("f", "enter")  # open the model filter, type to find, choose
+            await pilot.press(*"pythia-2.8b", "enter")
+            await pilot.pause(0.5)
+            assert app.screen.query_one("#f-model", Select).value == "pythia-2.8b"
+            assert 0 < table.row_count < everything
+            await pilot.press("escape", "enter")
+            await pilot.pause(0.5)
+            assert isinstance(app.screen, TrialDetail)
+            await pilot.press("escape")
+            # another file: a copy with one model's rows only
+            other = tmp_path / "other.duckdb"
+            with Store.open(other, read_only=False) as s:
+                import_jsonl(s, MEASURED)
+            await pilot.press("o")
+            await pilot.pause(0.2)
+            await pilot.press(*str(other), "enter")
+            await pilot.pause(0.8)
+            assert app.db_path == str(other)
+            assert str(other) in text(app, "#results-status")
+            # a file that is not a database: a clear message, the current one stays
+            bad = tmp_path / "notes.txt"
+            bad.write_text("not a database")
+            await pilot.press("o")
+            await pilot.pause(0.2)
+            await pilot.press(*str(bad), "enter")
+            await pilot.pause(0.5)
+            assert app.db_path == str(other)
+
+    asyncio.run(go())
+
+
+def test_help_lists_every_key_and_the_palette_runs_actions(db):
+    rows = binding_rows()
+    screens = {r[0] for r in rows}
+    assert {"Everywhere", "Plan (1)", "Chart (2)", "Benchmark (3)", "Results (4)"} <= screens
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.2)
+            await pilot.press(*"Results", "enter")
+            await pilot.pause(0.5)
+            assert type(app.screen).__name__ == "ResultsScreen"
+            await pilot.press("ctrl+t")
+            assert app.theme == "textual-light"
+
+    asyncio.run(go())
+
+
+# --- the benchmark screen: a real sweep -------------------------------------------------------------
+
+
+def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
+    out = tmp_path / "mine.duckdb"
+
+    async def go():
+        app = make_app(db, presets=(str(FIXTURES / "tiny"),))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            for _ in range(400):  # the probe starts a Python that imports torch
+                await pilot.pause(0.05)
+                if screen.machine is not None:
+                    break
+            assert screen.machine is not None and not screen.machine.gpus
+            assert screen.query_one("#b-device", Select).value == "cpu"
+            screen.query_one("#b-model", Select).value = "tiny-neox"
+            screen.query_one("#b-methods", Select).value = "free-lunch"
+            screen.query_one("#b-compile", Checkbox).value = False
+            box = screen.query_one("#b-db", Input)
+            box.value = str(out)
+            await pilot.press("escape", "r")
+            table = screen.query_one("#trials", DataTable)
+            for _ in range(2400):
+                await pilot.pause(0.1)
+                if not app.sweep_running() and table.row_count and app.sweep.worker.is_finished:
+                    break
+            assert table.row_count == 2
+            states = [str(table.get_cell_at((i, 1))) for i in range(2)]
+            assert all("measured" in s for s in states), states
+            assert "done" in text(app, "#progress-label")
+            days_cells = [str(table.get_cell_at((i, 3))) for i in range(2)]
+            with Store.open(out, read_only=True) as s:
+                rows = s.trials(model="tiny-neox")
+            assert len(rows) == 2 and all(r["feasible"] for r in rows)
+            from tui_planner import format as fmt
+
+            assert sorted(days_cells) == sorted(fmt.days(r["days"]) for r in rows)  # the table shows the store
+            # run again: everything resumes from the database, nothing is measured twice
+            await pilot.press("r")
+            for _ in range(600):
+                await pilot.pause(0.1)
+                if "done" in text(app, "#progress-label") and app.sweep.worker.is_finished:
+                    break
+            assert "2 resumed" in text(app, "#progress-label")
+            assert all("resumed" in str(table.get_cell_at((i, 1))) for i in range(2))
+            assert sorted(str(table.get_cell_at((i, 3))) for i in range(2)) == sorted(days_cells)
+            with Store.open(out, read_only=True) as s:
+                assert len(s.trials(model="tiny-neox")) == 2
+            await pilot.press("v")
+            await pilot.pause(0.5)
+            assert type(app.screen).__name__ == "ResultsScreen" and app.db_path == str(out)
+
+    asyncio.run(go())
+
+
+def test_quitting_during_a_sweep_asks_then_stops_every_trial(db, tmp_path):
+    async def go():
+        app = make_app(db, presets=(str(FIXTURES / "tiny"),))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            for _ in range(400):
+                await pilot.pause(0.05)
+                if screen.machine is not None:
+                    break
+            screen.query_one("#b-model", Select).value = "tiny-neox"
+            screen.query_one("#b-db", Input).value = str(tmp_path / "q.duckdb")
+            await pilot.press("escape", "r")
+            for _ in range(300):
+                await pilot.pause(0.1)
+                if screen.current is not None:
+                    break
+            assert app.sweep_running()
+            for _ in range(100):  # the trial process under torchrun
+                await pilot.pause(0.1)
+                trials = [p for p in descendants(os.getpid()) if "engine.trial" in cmdline(p)]
+                if trials:
+                    break
+            assert trials
+            await pilot.press("q")
+            await pilot.pause(0.2)
+            assert type(app.screen).__name__ == "Confirm" and app.sweep_running()
+            await pilot.press("n")
+            assert app.sweep_running()
+            await pilot.press("q", "y")
+            for _ in range(300):
+                await pilot.pause(0.1)
+                if not app.is_running:
+                    break
+        return app, trials
+
+    app, trials = asyncio.run(go())
+    assert app.sweep.stop.is_set() and app.sweep.worker.is_finished
+    left = [p for p in trials if Path(f"/proc/{p}").exists() and "engine.trial" in cmdline(p)]
+    assert not left, f"trial processes left running: {left}"
+    with Store.open(tmp_path / "q.duckdb", read_only=True) as s:
+        assert s.runs()[0]["status"] in ("stopped", "done")
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def descendants(pid: int) -> list[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    out, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier}
+        out += frontier
+    return out
+
+
+# --- snapshots of the main screens at 80x24 ---------------------------------------------------------
+
+
+@pytest.fixture
+def here(db, monkeypatch) -> Path:
+    """The fixture database by a relative name, so the path on screen is the same on every run."""
+    monkeypatch.chdir(db.parent)
+    return Path(db.name)
+
+
+def _snap(snap_compare, db, press=(), **kw):
+    app = make_app(db, **kw)
+
+    async def settle(pilot):
+        await ranked(pilot, app)
+        await pilot.press(*press)
+        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        await pilot.wait_for_scheduled_animations()
+
+    return snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_snapshot_plan(snap_compare, here):
+    assert _snap(snap_compare, here)
+
+
+def test_snapshot_plan_light_theme(snap_compare, here):
+    assert _snap(snap_compare, here, light=True)
+
+
+def test_snapshot_chart(snap_compare, here):
+    assert _snap(snap_compare, here, press=("2", "right", "right"))
+
+
+def test_snapshot_results(snap_compare, here):
+    assert _snap(snap_compare, here, press=("4",))
+
+
+def test_snapshot_help(snap_compare, here):
+    assert _snap(snap_compare, here, press=("question_mark",))
+
+
+# --- the real console command, in a terminal --------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_console_command_in_tmux_as_a_person_would(db, tmp_path):
+    exe = Path(sys.executable).with_name("tui-planner")
+    assert exe.exists(), "the console script is installed with the package"
+    name = f"tp{os.getpid()}"
+    env_cmd = f"XDG_CONFIG_HOME={tmp_path} {exe} --db {db}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", env_cmd], check=True)
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+
+    def wait_for(needle: str, timeout: float = 20) -> str:
+        end = time.time() + timeout
+        while time.time() < end:
+            shown = screen()
+            if needle in shown:
+                return shown
+            time.sleep(0.2)
+        raise AssertionError(f"{needle!r} never appeared; the screen:\n{screen()}")
+
+    try:
+        shown = wait_for("Buy")
+        assert "pythia-1b" in shown and "GPUs" in shown
+        subprocess.run(["tmux", "send-keys", "-t", name, "]", "]"], check=True)
+        wait_for("$70,000")
+        subprocess.run(["tmux", "send-keys", "-t", name, "2"], check=True)
+        wait_for("Pareto")
+        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
+        end = time.time() + 10
+        while time.time() < end and subprocess.run(["tmux", "has-session", "-t", name],
+                                                    capture_output=True).returncode == 0:
+            time.sleep(0.2)
+        assert subprocess.run(["tmux", "has-session", "-t", name], capture_output=True).returncode != 0, "q quits"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)

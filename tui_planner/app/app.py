@@ -1,0 +1,211 @@
+"""The Textual app: Plan (what to buy, what-if by keyboard), Chart, Benchmark (live sweep) and Results.
+
+One current results database (the shipped one, or --db / `o` to open another) feeds the ranking and
+the Results screen. Reads run in thread workers on their own DuckDB cursor, so the UI never waits on
+a query; the Benchmark screen writes its own database through the engine (engine/sweep.py).
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import get_current_worker
+
+from engine.errors import PlannerError
+from engine.presets import Presets
+from engine.store import Store
+from tui_planner.app.screens.bench import BenchScreen
+from tui_planner.app.screens.chart import ChartScreen
+from tui_planner.app.screens.plan import PlanScreen
+from tui_planner.app.screens.results import ResultsScreen
+from tui_planner.app.state import PlanState
+
+DARK, LIGHT = "textual-dark", "textual-light"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranking for one PlanState: its rows, GPUs with no data, or why it could not be computed."""
+
+    state: PlanState
+    rows: tuple[dict[str, Any], ...] = ()
+    missing: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class SweepHandle:
+    """The sweep the Benchmark screen is running, so quitting can stop it."""
+
+    stop: Any
+    pause: Any
+    worker: Any = None
+    labels: list[str] = field(default_factory=list)
+
+
+class PlannerApp(App):
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
+    TITLE = "tui-planner"
+    MODES = {"plan": PlanScreen, "chart": ChartScreen, "bench": BenchScreen, "results": ResultsScreen}
+    DEFAULT_MODE = "plan"
+    BINDINGS = [
+        Binding("1", "switch_mode('plan')", "Plan", tooltip="what to buy, what-if by keyboard"),
+        Binding("2", "switch_mode('chart')", "Chart", tooltip="days against cost, the Pareto frontier"),
+        Binding("3", "switch_mode('bench')", "Bench", tooltip="benchmark this machine's GPUs"),
+        Binding("4", "switch_mode('results')", "Results", tooltip="browse every trial in the database"),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("ctrl+t", "toggle_theme", "Theme", show=False),
+        Binding("o", "open_db", "Open DB", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    state: reactive[PlanState | None] = reactive(None, init=False)
+    ranking: reactive[Ranking | None] = reactive(None, init=False)
+    db_path: reactive[str] = reactive("", init=False)
+
+    def __init__(self, presets: Presets, db: str | Path, model: str | None = None, preset_paths: tuple[str, ...] = (),
+                 light: bool = False) -> None:
+        super().__init__()
+        self.presets = presets
+        self.preset_paths = tuple(preset_paths)
+        self.store: Store = Store.open(db, read_only=True, create=False)
+        self.sweep: SweepHandle | None = None
+        self.theme = LIGHT if light else DARK
+        first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
+        presets.model(first)
+        self._initial = PlanState(model=first)
+        self.set_reactive(PlannerApp.db_path, str(self.store.path))
+
+    # --- life cycle ----------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.state = self._initial
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # a dropped SSH session or `kill`: stop trials, then exit
+            try:
+                loop.add_signal_handler(sig, self._terminate)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+    def _terminate(self) -> None:
+        self.stop_sweep(now=True)
+        self.run_worker(self._exit_after_sweep(), exclusive=True, group="exit")
+
+    async def _exit_after_sweep(self) -> None:
+        if self.sweep is not None and self.sweep.worker is not None:
+            await self.sweep.worker.wait()
+        self.exit()
+
+    def on_unmount(self) -> None:
+        self.stop_sweep(now=True)
+        self.store.close()
+
+    # --- shared state --------------------------------------------------------------------------------
+
+    def watch_state(self, state: PlanState | None) -> None:
+        if state is not None:
+            self.rank_in_background(state)
+
+    def update_state(self, **changes: Any) -> None:
+        if self.state is not None:
+            self.state = replace(self.state, **changes)
+
+    def rank_in_background(self, state: PlanState) -> None:
+        self.run_worker(lambda: self._rank(state), thread=True, exclusive=True, group="rank", exit_on_error=False)
+
+    def _rank(self, state: PlanState) -> None:
+        from engine.ranking import no_data_gpus, rank
+
+        cur = self.store.cursor()
+        try:
+            req = state.request()
+            rows = rank(cur, req, self.presets)
+            result = Ranking(state, tuple(rows), tuple(no_data_gpus(cur, req, self.presets)))
+        except PlannerError as e:
+            result = Ranking(state, error=str(e))
+        finally:
+            cur.close()
+        if not get_current_worker().is_cancelled:
+            self.call_from_thread(setattr, self, "ranking", result)
+
+    def open_database(self, path: str | Path) -> None:
+        """Make another results file the current one (read-only). Raises PlannerError with the reason."""
+        new = Store.open(Path(path).expanduser(), read_only=True, create=False)
+        old, self.store = self.store, new
+        self.db_path = str(new.path)
+        old.close()
+        if self.state is not None:
+            self.rank_in_background(self.state)
+        self.notify(f"Opened {new.path}", title="Database")
+
+    # --- actions -------------------------------------------------------------------------------------
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT if self.theme == DARK else DARK
+
+    def action_help(self) -> None:
+        from tui_planner.app.screens.dialogs import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def action_open_db(self) -> None:
+        from tui_planner.app.screens.dialogs import AskPath
+
+        def chosen(path: str | None) -> None:
+            if path:
+                try:
+                    self.open_database(path)
+                except PlannerError as e:
+                    self.notify(str(e), title="Cannot open", severity="error", timeout=8)
+
+        self.push_screen(AskPath("Open a results database (DuckDB file)", str(self.store.path)), chosen)
+
+    def sweep_running(self) -> bool:
+        return self.sweep is not None and self.sweep.worker is not None and self.sweep.worker.is_running
+
+    def stop_sweep(self, now: bool) -> None:
+        if self.sweep is not None:
+            (self.sweep.stop if now else self.sweep.pause).set()
+
+    async def action_quit(self) -> None:
+        if not self.sweep_running():
+            self.exit()
+            return
+        from tui_planner.app.screens.dialogs import Confirm
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.notify("Stopping the running trial…", title="Quitting")
+                self._terminate()
+
+        self.push_screen(Confirm("A benchmark is running. Stop it and quit?\n"
+                                 "Finished trials are saved; run it again later to resume.", "Stop and quit"), answer)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Plan", "What to buy for a budget and a deadline (1)", lambda: self.switch_mode("plan"))
+        yield SystemCommand("Chart", "Training days against cost, Pareto frontier (2)", lambda: self.switch_mode("chart"))
+        yield SystemCommand("Benchmark", "Measure a model on this machine's GPUs (3)", lambda: self.switch_mode("bench"))
+        yield SystemCommand("Results", "Browse and filter every trial (4)", lambda: self.switch_mode("results"))
+        yield SystemCommand("Open database", "Browse another results file (o)", self.action_open_db)
+        yield SystemCommand("Toggle light/dark", "Switch between the light and dark theme (ctrl+t)",
+                            self.action_toggle_theme)
+        yield SystemCommand("Help", "Every key on every screen (?)", self.action_help)
+        for binding in getattr(screen, "BINDINGS", []):
+            if isinstance(binding, Binding) and binding.description:
+                action = binding.action
+
+                def run(action: str = action, screen: Screen = screen) -> None:
+                    self.call_later(screen.run_action, action)
+
+                yield SystemCommand(f"{type(screen).__name__.removesuffix('Screen')}: {binding.description}",
+                                    binding.tooltip or f"key {binding.key}", run)

@@ -1,0 +1,275 @@
+"""Benchmark: measure a model on this machine's GPUs, live.
+
+The sweep runs in a thread worker through the engine's one API (engine.sweep.run_sweep); its typed
+events arrive as messages, and each finished trial's row is read back from the database the sweep
+writes, so what the table shows is what was stored. Torch is never imported here: the GPU probe and
+the trials run in child processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Label, ProgressBar, RichLog, Select, Static
+
+from engine.errors import PlannerError
+from tui_planner import format as fmt
+
+STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
+               "refused": "bold red", "stopped": "yellow", "resumed": "dim", "queued": "dim"}
+
+
+class EngineEvent(Message):
+    """One event from the engine's stream (engine/events.py), carried to the UI thread."""
+
+    def __init__(self, event: object) -> None:
+        super().__init__()
+        self.event = event
+
+
+class BenchScreen(Screen):
+    BINDINGS = [
+        Binding("r", "start", "Run/resume", tooltip="start the sweep (a stopped one resumes)"),
+        Binding("p", "pause", "Pause", tooltip="stop after the running trial"),
+        Binding("x", "stop", "Stop", tooltip="kill the running trial and stop"),
+        Binding("l", "toggle_log", "Log", tooltip="show or hide the trials' output"),
+        Binding("v", "view", "View", tooltip="browse this database in Results"),
+        Binding("escape", "focus_table", "Table", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        from engine.paths import user_db
+
+        p = self.app.presets
+        yield Header()
+        yield Static("[dim]looking for GPUs…[/]", id="machine")
+        with Horizontal(classes="form-row"):
+            yield Label("Model", classes="name")
+            yield Select([(m, m) for m in p.models], allow_blank=False, compact=True, id="b-model",
+                         value=self.app._initial.model)
+            yield Label(" GPUs", classes="short")
+            yield Input("1", restrict=r"[0-9]*", compact=True, id="b-gpus")
+            yield Select([("all methods", "all"), ("free-lunch", "free-lunch"), ("naive", "naive")],
+                         allow_blank=False, compact=True, id="b-methods", value="all")
+            yield Select([("cuda", "cuda"), ("cpu", "cpu")], allow_blank=False, compact=True, id="b-device",
+                         value="cuda")
+            yield Checkbox("compile", value=True, compact=True, id="b-compile",
+                           tooltip="torch.compile in free-lunch (off: faster start, slower steps)")
+        with Horizontal(classes="form-row"):
+            yield Label("Save to", classes="name")
+            yield Input(str(user_db()), compact=True, id="b-db")
+        with Horizontal(id="progress-row"):
+            yield ProgressBar(id="progress", show_eta=True)
+            yield Static("", id="progress-label")
+        yield DataTable(id="trials", cursor_type="row")
+        yield RichLog(id="log", max_lines=2000, wrap=False, markup=False)
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        t = self.query_one("#trials", DataTable)
+        for label, key in (("combination", "label"), ("state", "state"), ("batch", "mb"), ("days", "days"),
+                           ("MFU", "mfu"), ("time", "time")):
+            t.add_column(label, key=key)
+        self.machine = None
+        self.started_at = 0.0
+        self.current: str | None = None
+        self.write_cursor = None
+        self.probe_machine()
+        t.focus()
+
+    # --- the machine --------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="probe")
+    def probe_machine(self) -> None:
+        from engine.environment import probe
+
+        m = probe()
+        self.app.call_from_thread(self._show_machine, m)
+
+    def _show_machine(self, m) -> None:
+        self.machine = m
+        label = self.query_one("#machine", Static)
+        if m.gpus:
+            names = {n: m.gpus.count(n) for n in m.gpus}
+            gpus = ", ".join(f"{c} x {n} ({m.memory_gb[m.gpus.index(n)]:.0f} GiB)" for n, c in names.items())
+            label.update(f"[b]{gpus}[/b] · driver {m.driver} · torch {m.torch} · CUDA {m.cuda}")
+        else:
+            label.update(f"[yellow]{m.message}[/]" + ("" if m.torch else "; browse results offline (4)"))
+            if m.torch:
+                self.query_one("#b-device", Select).value = "cpu"
+
+    # --- the sweep ----------------------------------------------------------------------------------
+
+    def request(self):
+        from engine.sweep import SweepRequest
+
+        gpus = self.query_one("#b-gpus", Input).value or "1"
+        db = self.query_one("#b-db", Input).value.strip()
+        if not db:
+            raise PlannerError("choose a database file to save results to")
+        from engine.paths import is_shipped
+
+        if is_shipped(Path(db).expanduser()):
+            raise PlannerError("the shipped database is read-only: save to a file of your own")
+        if int(gpus) < 1:
+            raise PlannerError("GPUs must be at least 1")
+        return SweepRequest(
+            model=str(self.query_one("#b-model", Select).value), methods=str(self.query_one("#b-methods", Select).value),
+            num_gpus=int(gpus), device=str(self.query_one("#b-device", Select).value), db=Path(db).expanduser(),
+            presets=self.app.preset_paths, timeout_s=900.0,
+            compile=self.query_one("#b-compile", Checkbox).value, note="tui-planner app",
+        )
+
+    def action_start(self) -> None:
+        if self.app.sweep_running():
+            self.notify("A sweep is already running", severity="warning")
+            return
+        if self.machine is not None and not self.machine.torch:
+            self.notify(self.machine.message, title="Cannot benchmark here", severity="error", timeout=8)
+            return
+        try:
+            req = self.request()
+            req.db.parent.mkdir(parents=True, exist_ok=True)
+            from engine.store import Store
+
+            store = Store.open(req.db, read_only=False)
+        except (PlannerError, OSError) as e:
+            self.notify(str(e), title="Cannot start", severity="error", timeout=8)
+            return
+        from tui_planner.app.app import SweepHandle
+
+        self.query_one("#trials", DataTable).clear()
+        self.query_one("#log", RichLog).clear()
+        bar = self.query_one("#progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        self.started_at = time.monotonic()
+        self.write_cursor = store.cursor()
+        self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event())
+        self.app.sweep.worker = self.run_sweep(req, store, self.app.sweep)
+        self._label("starting…")
+
+    @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
+    def run_sweep(self, req, store, handle) -> None:
+        from engine.sweep import run_sweep
+
+        try:
+            run_sweep(req, on_event=lambda e: self.post_message(EngineEvent(e)), stop=handle.stop,
+                      pause=handle.pause, store=store)
+        except PlannerError as e:
+            self.app.call_from_thread(self.notify, str(e), title="Sweep refused", severity="error", timeout=10)
+            self.app.call_from_thread(self._label, f"[red]{e}[/]")
+        except Exception as e:  # a bug in the engine: say so, keep the app up
+            self.app.call_from_thread(self.notify, f"{type(e).__name__}: {e}", title="Sweep failed", severity="error")
+            raise
+        finally:
+            store.close()
+
+    def action_pause(self) -> None:
+        if self.app.sweep_running():
+            self.app.stop_sweep(now=False)
+            self._label("pausing after the running trial… (r resumes later)")
+
+    def action_stop(self) -> None:
+        if self.app.sweep_running():
+            self.app.stop_sweep(now=True)
+            self._label("stopping: killing the running trial…")
+
+    def action_toggle_log(self) -> None:
+        log = self.query_one("#log", RichLog)
+        log.display = not log.display
+
+    def action_view(self) -> None:
+        if self.app.sweep_running():
+            self.notify("Wait for the sweep to finish (or pause it) to browse its database", severity="warning")
+            return
+        try:
+            self.app.open_database(self.query_one("#b-db", Input).value.strip())
+        except PlannerError as e:
+            self.notify(str(e), title="Cannot open", severity="error", timeout=8)
+            return
+        self.app.switch_mode("results")
+
+    def action_focus_table(self) -> None:
+        self.query_one("#trials", DataTable).focus()
+
+    # --- events -> widgets --------------------------------------------------------------------------
+
+    def _label(self, text: str) -> None:
+        elapsed = time.monotonic() - self.started_at if self.started_at else 0
+        self.query_one("#progress-label", Static).update(f"{text} [dim]{elapsed:.0f}s[/]")
+
+    def _set(self, key: str, column: str, value: str) -> None:
+        t = self.query_one("#trials", DataTable)
+        try:
+            t.update_cell(key, column, value)
+        except Exception:  # a row that is not in the table (should not happen): leave the table alone
+            pass
+
+    @on(EngineEvent)
+    def _event(self, message: EngineEvent) -> None:
+        from engine import events as ev
+
+        e = message.event
+        t = self.query_one("#trials", DataTable)
+        bar = self.query_one("#progress", ProgressBar)
+        if isinstance(e, ev.SweepStarted):
+            for key, label in zip(e.keys, e.labels):
+                t.add_row(label, "[dim]queued[/]", "", "", "", "", key=key)
+            bar.update(total=max(1, e.total - e.skipped), progress=0)
+            self._label(f"{e.total} trials" + (f", {e.skipped} already measured (resumed)" if e.skipped else ""))
+        elif isinstance(e, ev.TrialSkipped):
+            self._fill(e.key)
+            self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{e.reason}[/]")
+        elif isinstance(e, ev.TrialStarted):
+            self.current = e.key
+            self._set(e.key, "state", "[b]searching batch[/]")
+            self._label(f"{e.index}/{e.total} {e.label}")
+        elif isinstance(e, ev.BatchTried):
+            self._set(e.key, "state", f"batch {e.micro_batch} {'fits' if e.fits else '[yellow]OOM[/]'}")
+            if e.fits:
+                self._set(e.key, "mb", str(e.micro_batch))
+        elif isinstance(e, ev.Measuring):
+            self._set(e.key, "state", f"[b cyan]measuring[/] @{e.micro_batch}")
+            self._set(e.key, "mb", str(e.micro_batch))
+        elif isinstance(e, ev.TrialFinished):
+            bar.advance(1)
+            self._finished(e)
+        elif isinstance(e, ev.Log):
+            self.query_one("#log", RichLog).write(e.line)
+        elif isinstance(e, ev.SweepFinished):
+            counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items())) or "nothing to run"
+            self._label(("[yellow]stopped[/]: " if e.stopped else "[green]done[/]: ") + counts
+                        + (" · r resumes" if e.stopped else " · v browses them"))
+            if self.write_cursor is not None:
+                self.write_cursor.close()
+                self.write_cursor = None
+
+    def _finished(self, e) -> None:
+        style = STATE_STYLE.get(e.status, "")
+        self._set(e.key, "state", f"[{style}]{e.status}[/]" if style else e.status)
+        self._set(e.key, "time", f"{e.duration_s:.0f}s")
+        if e.status != "stopped":
+            self._fill(e.key)
+        if e.message and e.status not in ("measured",):
+            self.query_one("#log", RichLog).write(f"[{e.status}] {e.key}: {e.message}")
+
+    def _fill(self, key: str) -> None:
+        """Fill a row from what the sweep stored (the table shows the database, not the event)."""
+        if self.write_cursor is None:
+            return
+        rows = self.write_cursor.query("SELECT * FROM trials WHERE key = ? ORDER BY created_at DESC LIMIT 1", [key])
+        if rows:
+            row = rows[0]
+            if row.get("micro_batch"):
+                self._set(key, "mb", f"{row['micro_batch']}x{row['grad_accum']}" if row.get("grad_accum")
+                          else str(row["micro_batch"]))
+            self._set(key, "days", fmt.days(row.get("days")) if row.get("days") is not None else "—")
+            self._set(key, "mfu", fmt.mfu(row.get("mfu"), row.get("plausibility")))

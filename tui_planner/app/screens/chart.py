@@ -1,0 +1,94 @@
+"""Chart: training days against hardware cost (or cost per experiment), Pareto frontier highlighted,
+the budget and the deadline drawn as lines that move with the what-if keys."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Footer, Header, Static
+
+from tui_planner import format as fmt
+from tui_planner.app import chart
+from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
+
+
+class ScatterChart(Widget, can_focus=True):
+    points: reactive[tuple[chart.Point, ...]] = reactive(())
+    budget: reactive[float | None] = reactive(None)
+    deadline: reactive[float | None] = reactive(None)
+    selected: reactive[int | None] = reactive(None)
+    x_title: reactive[str] = reactive("hardware cost")
+
+    def render(self):
+        return chart.render(list(self.points), self.size.width, self.size.height, self.budget, self.deadline,
+                            self.selected, self.x_title)
+
+
+class ChartScreen(WhatIfScreen):
+    BINDINGS = [
+        *WHAT_IF_BINDINGS,
+        Binding("left,h", "select(-1)", "◀", show=False, tooltip="previous point (cheaper)"),
+        Binding("right,l", "select(1)", "▶", show=False, tooltip="next point (dearer)"),
+        Binding("c", "axis", "Axis", tooltip="x axis: hardware cost or cost per experiment"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="chart-title")
+        yield ScatterChart(id="chart")
+        yield Static("", id="chart-info")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.rows: list[dict] = []
+        self.watch(self.app, "ranking", self.show)
+        self.query_one(ScatterChart).focus()
+
+    def show(self, result=None) -> None:
+        result = result or self.app.ranking
+        if result is None:
+            return
+        s = result.state
+        per_run = s.x_axis == "experiment"
+        key = "cost_per_experiment_usd" if per_run else "hardware_cost_usd"
+        self.rows = sorted((r for r in result.rows if r["days"] is not None and r[key]), key=lambda r: r[key])
+        c = self.query_one(ScatterChart)
+        c.points = tuple(chart.Point(r[key], r["days"], f"{r['num_gpus']} x {r['gpu']}", bool(r["pareto"]),
+                                     bool(r["within_budget"] and r["within_deadline"])) for r in self.rows)
+        c.budget = None if per_run else s.budget_usd
+        c.deadline = s.deadline_days
+        c.x_title = "cost per experiment" if per_run else "hardware cost"
+        if c.selected is not None and c.selected >= len(self.rows):
+            c.selected = None
+        self.query_one("#chart-title", Static).update(
+            f"[b]{s.model}[/b]: days v {c.x_title} [dim](log)[/] [green]◆[/]Pareto ●fits "
+            f"[dim]○over/late[/] [yellow]│budget ─deadline[/]")
+        self._info()
+
+    def _info(self) -> None:
+        c = self.query_one(ScatterChart)
+        info = self.query_one("#chart-info", Static)
+        if error := (self.app.ranking.error if self.app.ranking else None):
+            info.update(f"[b red]{error}[/]")
+            return
+        if c.selected is None or c.selected >= len(self.rows):
+            info.update(f"{len(self.rows)} options. ←/→ pick one; [ ] budget, , . deadline, c axis.")
+            return
+        r = self.rows[c.selected]
+        flag = f" [red]MFU {fmt.mfu(r['mfu'], r['plausibility'])}[/]" if r["plausibility"] else ""
+        info.update(f"[b]{r['num_gpus']} x {r['gpu']}[/b] {fmt.usd(r['hardware_cost_usd'])}, "
+                    f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run, "
+                    f"{r['source']}{' · Pareto' if r['pareto'] else ''}{flag}")
+
+    def action_select(self, step: int) -> None:
+        c = self.query_one(ScatterChart)
+        if not self.rows:
+            return
+        c.selected = (0 if step > 0 else len(self.rows) - 1) if c.selected is None else (c.selected + step) % len(self.rows)
+        self._info()
+
+    def action_axis(self) -> None:
+        if self.app.state:
+            self.app.update_state(x_axis="experiment" if self.app.state.x_axis == "hardware" else "hardware")

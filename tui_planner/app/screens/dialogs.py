@@ -1,0 +1,211 @@
+"""Modal screens: help (every key on every screen), a yes/no question, a path prompt, a trial's details."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from tui_planner import format as fmt
+
+SCREENS = (
+    ("Everywhere", "tui_planner.app.app", "PlannerApp"),
+    ("Plan (1)", "tui_planner.app.screens.plan", "PlanScreen"),
+    ("Chart (2)", "tui_planner.app.screens.chart", "ChartScreen"),
+    ("Benchmark (3)", "tui_planner.app.screens.bench", "BenchScreen"),
+    ("Results (4)", "tui_planner.app.screens.results", "ResultsScreen"),
+)
+
+HELP_INTRO = (
+    "[b]tui-planner[/b]: how long pre-training takes on which GPUs, with which settings, and what to buy. "
+    "Numbers come from the current database: [b]measured[/b] (synchronized timings), the [b]paper[/b]'s "
+    "tables (T1, T4; MFU marked [b]![/b] above 60% of peak, [b]!![/b] above 100%: its timer did not "
+    "synchronize), or [b]predicted[/b]. [b]ctrl+p[/b] opens the command palette: every action, by name.\n"
+)
+
+
+def binding_rows() -> list[tuple[str, str, str]]:
+    """(screen, keys, what) for every binding, read from the classes so the help is never stale."""
+    import importlib
+
+    out = []
+    for title, module, cls in SCREENS:
+        klass = getattr(importlib.import_module(module), cls)
+        for b in klass.BINDINGS:
+            if isinstance(b, tuple):
+                continue
+            keys = b.key_display or ", ".join(k.replace("question_mark", "?") for k in b.key.split(","))
+            out.append((title, keys, b.tooltip or b.description))
+    return out
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        lines = [HELP_INTRO]
+        current = None
+        for title, keys, what in binding_rows():
+            if title != current:
+                lines.append(f"\n[b u]{title}[/]")
+                current = title
+            lines.append(f"  [b]{keys:<10}[/] {what}")
+        with VerticalScroll(id="help"):
+            yield Static("\n".join(lines))
+            yield Label("[dim]escape closes[/]")
+
+
+class Confirm(ModalScreen[bool]):
+    BINDINGS = [Binding("escape,n", "dismiss(False)", "No"), Binding("y", "dismiss(True)", "Yes")]
+
+    def __init__(self, question: str, yes: str = "Yes") -> None:
+        super().__init__()
+        self.question, self.yes = question, yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self.question)
+            with Horizontal(classes="buttons"):
+                yield Button(f"{self.yes} (y)", variant="error", id="yes")
+                yield Button("Cancel (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class AskPath(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, title: str, value: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value = title, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text)
+            yield Input(self.value, id="path")
+            yield Label("[dim]enter opens, escape cancels[/]")
+
+    def on_mount(self) -> None:
+        self.query_one("#path", Input).focus()
+
+    @on(Input.Submitted)
+    def _done(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+
+DETAIL_FIELDS = (
+    ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"), ("num_nodes", "nodes"), ("source", "source"),
+    ("days", "training days"), ("step_s", "step (s)"), ("pass_s", "pass (s)"), ("pass_spread_s", "pass spread (s)"),
+    ("update_s", "update (s)"), ("micro_batch", "micro-batch"), ("grad_accum", "accumulation"),
+    ("samples_per_s", "samples/s"), ("tokens_per_s", "tokens/s"), ("analytic_days", "analytic days (100% MFU)"),
+    ("peak_memory_gb", "peak memory (GB)"), ("attention", "attention"), ("kernel", "kernel that ran"),
+    ("compile", "torch.compile"), ("tf32", "TF32"), ("activation_checkpointing", "checkpointing"),
+    ("sharding", "sharding"), ("offloading", "offloading"), ("warmup_s", "warm-up (s, excluded)"),
+    ("compile_s", "compile (s, excluded)"), ("repetitions", "timed repetitions"), ("duration_s", "trial wall (s)"),
+    ("failure_kind", "outcome"), ("failure_message", "why"), ("config_source", "settings from"),
+    ("trial_id", "trial id"), ("run_id", "run id"),
+)
+
+
+def detail_text(row: dict[str, Any]) -> str:
+    flag = row.get("plausibility")
+    lines = [f"[b]{row['model']} on {row['num_gpus']} x {row['gpu']}[/b] — {fmt.methods(row)}",
+             f"MFU [b]{fmt.mfu(row.get('mfu'), flag)}[/b]"
+             + (f"  [red]{flag}: above {'100' if flag == 'impossible' else '60'}% of the GPU's dense 16-bit peak[/]"
+                if flag else ""), ""]
+    for key, name in DETAIL_FIELDS:
+        value = row.get(key)
+        if value is None or key in ("model", "gpu"):
+            continue
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        lines.append(f"  {name:<26} {value}")
+    prov = row.get("provenance")
+    if prov:
+        try:
+            prov = json.dumps(json.loads(prov), indent=2)
+        except (TypeError, ValueError):
+            pass
+        lines += ["", "[b]Provenance[/b]", str(prov).replace("[", r"\[")]
+    return "\n".join(lines)
+
+
+class TrialDetail(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q", "dismiss", "Close"), Binding("x", "export", "Export settings")]
+
+    def __init__(self, trial_id: str) -> None:
+        super().__init__()
+        self.trial_id = trial_id
+        self.row: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static("loading…", id="detail-body")
+            yield Static("", id="detail-recipe")
+            yield Label("[dim]x exports ready-to-run training settings · escape closes[/]")
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True)
+    def load(self) -> None:
+        cur = self.app.store.cursor()
+        try:
+            rows = cur.query("SELECT * FROM trials WHERE trial_id = ?", [self.trial_id])
+        finally:
+            cur.close()
+        self.app.call_from_thread(self._show, rows[0] if rows else None)
+
+    def _show(self, row: dict[str, Any] | None) -> None:
+        self.row = row
+        body = self.query_one("#detail-body", Static)
+        body.update(detail_text(row) if row else f"trial {self.trial_id} is not in {self.app.store.path}")
+        self.query_one("#detail-recipe", Static).update(recipe_preview(row) if row else "")
+
+    def action_export(self) -> None:
+        if not self.row:
+            return
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.export_to(path)
+
+        default = f"./{self.row['model']}-{self.row['num_gpus']}x{self.row['gpu']}-settings"
+        self.app.push_screen(AskPath("Export training settings to folder", default), chosen)
+
+    @work(thread=True)
+    def export_to(self, path: str) -> None:
+        from engine.errors import PlannerError
+
+        try:
+            from engine import recipe
+        except ImportError:
+            self.app.call_from_thread(self.app.notify, "export is not available in this version", severity="error")
+            return
+        try:
+            written = recipe.export_trial(self.app.store.cursor(), self.app.presets, self.trial_id, path)
+        except PlannerError as e:
+            self.app.call_from_thread(self.app.notify, str(e), title="Export failed", severity="error", timeout=8)
+            return
+        self.app.call_from_thread(self.app.notify, f"Wrote {len(written)} files to {path}", title="Exported")
+
+
+def recipe_preview(row: dict[str, Any]) -> str:
+    """The training settings this trial implies (issue: export), or nothing when it has none."""
+    if not row.get("feasible") or row.get("days") is None or not row.get("micro_batch"):
+        return ""
+    lines = ["", "[b]Training settings[/b]",
+             f"  per-device batch {row['micro_batch']}, gradient accumulation {row.get('grad_accum')}",
+             f"  {fmt.methods(row)}"]
+    return "\n".join(lines)

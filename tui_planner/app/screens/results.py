@@ -1,0 +1,119 @@
+"""Results: every trial in the current database, filtered and sorted by keyboard; enter shows one."""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Checkbox, DataTable, Footer, Header, Select, Static
+
+from tui_planner import format as fmt
+from tui_planner.app.screens.plan import SOURCE_SHORT
+
+SORTS = (("days", "days"), ("mfu", "MFU"), ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"),
+         ("source", "source"))
+COLUMNS = (("model", "model"), ("gpu", "GPU"), ("n", "n"), ("setting", "setting"), ("mb", "batch"),
+           ("days", "days"), ("mfu", "MFU"), ("source", "from"))
+
+
+class ResultsScreen(Screen):
+    BINDINGS = [
+        Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
+        Binding("s", "sort", "Sort", tooltip="cycle the sort column"),
+        Binding("r", "reverse", "Reverse", tooltip="reverse the sort order"),
+        Binding("o", "app.open_db", "Open DB", tooltip="browse another results file"),
+        Binding("escape", "focus_table", "Table", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        p = self.app.presets
+        yield Header()
+        with Horizontal(id="filters"):
+            yield Select([(m, m) for m in p.models], prompt="model", compact=True, id="f-model")
+            yield Select([(g, g) for g in p.gpus], prompt="GPU", compact=True, id="f-gpu")
+            yield Select([(str(n), n) for n in (1, 2, 4, 8, 16, 32)], prompt="GPUs", compact=True, id="f-n")
+            yield Select([(s, s) for s in ("measured", "paper", "predicted")], prompt="source", compact=True,
+                         id="f-source")
+            yield Checkbox("fits", value=False, compact=True, id="f-feasible")
+        yield DataTable(id="results", cursor_type="row")
+        yield Static("", id="results-status")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.sort_index, self.reverse, self.rows = 0, False, []
+        t = self.query_one("#results", DataTable)
+        for label, key in COLUMNS:
+            t.add_column(label, key=key)
+        self.watch(self.app, "db_path", lambda _: self.reload())
+        t.focus()
+
+    def filters(self) -> dict:
+        def val(sel: str):
+            v = self.query_one(sel, Select).value
+            return None if v is Select.NULL or v == Select.BLANK else v
+
+        return {"model": val("#f-model"), "gpu": val("#f-gpu"), "num_gpus": val("#f-n"), "source": val("#f-source"),
+                "feasible": True if self.query_one("#f-feasible", Checkbox).value else None}
+
+    @on(Select.Changed)
+    @on(Checkbox.Changed)
+    def reload(self) -> None:
+        self.load(self.filters())
+
+    @work(thread=True, exclusive=True, group="results")
+    def load(self, f: dict) -> None:
+        cur = self.app.store.cursor()
+        try:
+            if f["source"]:
+                f["source"] += "*"  # "paper" matches paper-table1 and paper-table4
+            rows = cur.trials(**f)
+        finally:
+            cur.close()
+        self.app.call_from_thread(self._show, rows)
+
+    def _show(self, rows: list[dict]) -> None:
+        key, _ = SORTS[self.sort_index]
+
+        def sort_key(r: dict):
+            v = r.get(key)
+            return (v is None, v if v is not None else 0)
+
+        self.rows = sorted(rows, key=sort_key, reverse=self.reverse)
+        if self.reverse:  # keep rows without a value last either way
+            self.rows = [r for r in self.rows if r.get(key) is not None] + [r for r in self.rows if r.get(key) is None]
+        t = self.query_one("#results", DataTable)
+        t.clear()
+        for r in self.rows:
+            ok = r["feasible"] and r["days"] is not None
+            outcome = fmt.days(r["days"]) if ok else (r["failure_kind"] or "infeasible")
+            mb = f"{r['micro_batch']}x{r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
+            cells = [r["model"], r["gpu"], str(r["num_gpus"] * (r.get("num_nodes") or 1)), fmt.methods(r), mb,
+                     outcome, fmt.mfu(r["mfu"], r["plausibility"]), SOURCE_SHORT.get(r["source"], r["source"] or "")]
+            style = "" if ok else "dim"
+            t.add_row(*[f"[{style}]{c}[/]" if style else c for c in cells], key=r["trial_id"])
+        ro = " (read-only)" if self.app.store.read_only else ""
+        self.query_one("#results-status", Static).update(
+            f"{len(self.rows)} trials · sorted by {SORTS[self.sort_index][1]}{' ↓' if self.reverse else ''} · "
+            f"[dim]{self.app.store.path}{ro}[/]")
+
+    @on(DataTable.RowSelected, "#results")
+    def _open(self, event: DataTable.RowSelected) -> None:
+        from tui_planner.app.screens.dialogs import TrialDetail
+
+        self.app.push_screen(TrialDetail(str(event.row_key.value)))
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self._show(self.rows)
+
+    def action_reverse(self) -> None:
+        self.reverse = not self.reverse
+        self._show(self.rows)
+
+    def action_focus_filters(self) -> None:
+        self.query_one("#f-model", Select).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one("#results", DataTable).focus()
