@@ -40,3 +40,11 @@ def test_browsing_commands_run_without_torch():
             "    assert main(['presets']) == 0\n")
     loaded = _loaded(body)
     assert not [m for m in loaded if m.split(".")[0] in ("torch", "transformers", "deepspeed")]
+
+
+def test_the_app_and_its_screens_load_no_torch():
+    body = ("import tui_planner.app.app, tui_planner.app.screens.bench, tui_planner.app.screens.dialogs\n"
+            "import engine.sweep, engine.ranking, engine.environment, engine.events\n")
+    loaded = _loaded(body)
+    assert any(m.startswith("textual") for m in loaded)
+    assert not [m for m in loaded if m.split(".")[0] in ("torch", "transformers", "deepspeed")]
