@@ -459,3 +459,78 @@ def _json(text: Any) -> dict[str, Any]:
 
 def gb(value: float) -> str:
     return f"{value / 1e9:.1f} GB"
+
+
+# --- skipping what cannot fit (engine/sweep.py) ----------------------------------------------------------
+
+# A trial is skipped only when even the least memory the measured fits allow (kappa's lower bound)
+# overflows the GPU by this much: a wrong skip loses a measurement, a wrong run costs only a minute.
+SKIP_MARGIN = 0.10
+
+
+def skip_reason(model: Model, gpu: Gpu, methods: Methods, num_gpus: int, cal: Calibration | None,
+                floor: int | None = None, by: str = "", cap: int | None = None) -> tuple[str, Need] | None:
+    """Why a sweep need not run this combination, or None to run it. Two cases: it cannot fit micro-batch
+    1; or a combination with a subset of its methods already fits micro-batch `floor` (it only adds
+    overhead) and this one cannot fit 2 x floor, so it cannot win. Needs a calibration (measured fits)."""
+    if cal is None or cal.rows == 0:
+        return None
+    kappa = cal.low if cal.low > 0 else cal.kappa / 2
+    usable = capacity_bytes(gpu)
+    limit = usable * (1 + SKIP_MARGIN)
+    first = need(model, methods, num_gpus, 1, kappa)
+    if first.total_bytes > limit:
+        return (f"skipped by the memory model: needs at least {gb(first.total_bytes)} at micro-batch 1 "
+                f"(static {gb(first.static_bytes)} + activations {gb(first.activation_bytes)}), "
+                f"{gb(usable)} usable"), first
+    candidates = micro_batches(model, num_gpus)
+    if floor and floor * 2 in candidates and (cap is None or floor * 2 <= cap):
+        above = need(model, methods, num_gpus, floor * 2, kappa)
+        if above.total_bytes > limit:
+            return (f"skipped by the memory model: dominated, {by} already runs micro-batch {floor} and this "
+                    f"needs at least {gb(above.total_bytes)} at {floor * 2}, {gb(usable)} usable"), above
+    return None
+
+
+def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Any]:
+    """What skipping would have saved on measured sweeps: replay each cell's trials in the order they
+    ran, with the dominance floors the sweep had then and kappa calibrated on the other cells only
+    (so a cell never calibrates its own skips). A skip of a trial that produced a result is 'wrong'."""
+    from engine import space
+
+    rows = [dict(r) for r in rows if r.get("source") == "measured" and r.get("gpu") in presets.gpus]
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)), []).append(r)
+    skipped, wrong, total = [], [], 0.0
+    for cell, trials in sorted(cells.items()):
+        try:
+            model = presets.model(cell[0])
+            fam = shape(model).family
+        except PlannerError:
+            continue
+        others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
+        cal = calibrate(others, presets).get(fam)
+        gpu = presets.gpu(cell[1])
+        fits: dict[Methods, int] = {}
+        for r in sorted(trials, key=lambda r: r.get("created_at") or 0):
+            total += r.get("duration_s") or 0.0
+            m = methods_of(r)
+            floor, by = None, ""
+            for other, mb in fits.items():
+                if other != m and space.is_subset(other, m) and (floor is None or mb > floor):
+                    floor, by = mb, other.label
+            found = skip_reason(model, gpu, m, cell[2], cal, floor, by, model.training.batch_size // cell[2])
+            if r.get("feasible") and r.get("days") and r.get("micro_batch"):
+                fits[m] = r["micro_batch"]
+            if found is None:
+                continue
+            item = {"model": cell[0], "gpu": cell[1], "num_gpus": cell[2], "label": m.label,
+                    "duration_s": r.get("duration_s") or 0.0, "outcome": r.get("failure_kind") or "measured",
+                    "reason": found[0]}
+            skipped.append(item)
+            if r.get("feasible") and r.get("days"):
+                wrong.append(item)
+    saved = sum(s["duration_s"] for s in skipped)
+    return {"trials": sum(len(t) for t in cells.values()), "search_s": total, "skipped": skipped,
+            "saved_s": saved, "wrong": wrong}

@@ -50,6 +50,9 @@ class SweepRequest:
     faults: dict[str, str] = field(default_factory=dict)  # test hook: combination label -> crash | hang
     device_kind: str | None = None  # provenance: the lent machine kind, if any
     note: str | None = None
+    # Skip combinations the memory model (engine/memory.py, calibrated on measured fits) says cannot fit
+    # or cannot beat a dominating one; recorded as source 'predicted', failure_kind 'memory'. CUDA only.
+    memory_skip: bool = True
 
 
 def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
@@ -145,7 +148,8 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "pass_times_s": r.get("pass_times_s"), "update_times_s": r.get("update_times_s"),
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
-    for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback"):
+    for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
+              "optimizer_update_s", "synced_pass_times_s"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":
@@ -190,6 +194,9 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         store = Store.open(req.db, read_only=False)
     try:
         done = store.done_keys([s.key for s in specs], final_only=True)
+        skip_cal = _memory_calibration(req, presets, store)
+        if skip_cal is not None:  # skipped by the memory model before: still skipped while skipping is on
+            done |= _memory_skipped_keys(store, specs)
         info = host_info()
         run = Run(
             source="measured", host=info["host"], device_kind=req.device_kind,
@@ -220,7 +227,15 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 floor, by = _dominance_floor(spec.methods, fits)
                 if not req.exhaustive and floor:
                     spec = replace(spec, dominated_at_or_below=floor)
-                if spec.dominated_at_or_below and spec.dominated_at_or_below >= _cap(spec, presets):
+                at_cap = bool(spec.dominated_at_or_below and spec.dominated_at_or_below >= _cap(spec, presets))
+                skip = None if at_cap else _memory_skip(req, spec, presets, skip_cal, floor, by, run.run_id)
+                if skip is not None:
+                    store.add_trial(skip)
+                    counts["memory"] = counts.get("memory", 0) + 1
+                    on_event(TrialFinished(spec.key, label, "memory", micro_batch=skip.micro_batch,
+                                           message=skip.failure_message, duration_s=0.0))
+                    continue
+                if at_cap:
                     out = TrialOutcome("dominated", {"max_micro_batch": None}, (
                         f"dominated: {by} already runs the largest micro-batch ({floor}); "
                         "more memory-saving methods only add overhead"), 0.0, [])
@@ -249,6 +264,60 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     finally:
         if own:
             store.close()
+
+
+def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
+    """The memory model's calibration for this model's family, from the measured fits in this database
+    and the shipped one; None (no skipping) on the CPU, when turned off, or with no measured fits."""
+    if not req.memory_skip or req.device != "cuda":
+        return None
+    from engine import memory
+    from engine.paths import shipped_db
+
+    rows = store.query("SELECT * FROM trials WHERE source = 'measured'")
+    try:
+        if store.path is None or Path(store.path).resolve() != shipped_db().resolve():
+            with Store.open(shipped_db(), read_only=True, create=False) as shipped:
+                rows += shipped.query("SELECT * FROM trials WHERE source = 'measured'")
+    except PlannerError:
+        pass  # no shipped database (or an older one): calibrate on this one alone
+    try:
+        family = memory.shape(presets.model(req.model)).family
+    except PlannerError:
+        return None
+    return memory.calibrate(rows, presets).get(family)
+
+
+def _memory_skipped_keys(store: Store, specs: list[TrialSpec]) -> set[str]:
+    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = 'memory' AND key IN (SELECT unnest(?))",
+                       [[s.key for s in specs]])
+    return {r["key"] for r in rows}
+
+
+def _memory_skip(req: SweepRequest, spec: TrialSpec, presets: Presets, cal, floor: int | None, by: str,
+                 run_id: str) -> Trial | None:
+    """A 'predicted' row saying why this trial need not run, or None to run it (engine/memory.py)."""
+    if cal is None:
+        return None
+    from engine import memory
+
+    model, gpu = presets.model(spec.model), presets.gpu(spec.gpu)
+    n = spec.num_gpus * spec.num_nodes
+    found = memory.skip_reason(model, gpu, spec.methods, n, cal, None if req.exhaustive else floor, by,
+                               _cap(spec, presets))
+    if found is None:
+        return None
+    reason, need = found
+    m = spec.methods
+    return Trial(
+        model=spec.model, gpu=spec.gpu, num_gpus=spec.num_gpus, num_nodes=spec.num_nodes, feasible=False,
+        source="predicted", run_id=run_id, key=spec.key, free_lunch=m.free_lunch,
+        activation_checkpointing=m.activation_checkpointing, sharding=m.sharding, offloading=m.offloading,
+        micro_batch=need.micro_batch, memory_need_gb=need.total_bytes / 1e9, failure_kind="memory",
+        failure_message=f"{reason} (bench --no-memory-skip measures it)", basis=cal.describe(),
+        provenance=json.dumps({"memory": {"static": dict(need.static), "kappa": need.kappa,
+                                          "activations_per_sample": dict(need.activations_per_sample)}}),
+    )
 
 
 def _cap(spec: TrialSpec, presets: Presets) -> int:

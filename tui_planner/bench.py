@@ -14,7 +14,7 @@ from engine.events import BatchTried, Log, Measuring, SweepFinished, SweepStarte
 from engine.sweep import SweepRequest, run_sweep
 from tui_planner import format as fmt
 
-STATUS_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
+STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
                 "refused": "bold red", "stopped": "yellow"}
 
 
@@ -34,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
                    help="run only these combinations, e.g. free-lunch ckpt zero3+offload")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
+    p.add_argument("--no-memory-skip", action="store_true",
+                   help="run combinations the memory model says cannot fit or win (skipped by default)")
     p.add_argument("--device-kind", help="provenance: the machine kind (e.g. a cloud instance type)")
     p.add_argument("--note", help="provenance: a note stored with the run")
 
@@ -48,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
         repetitions=args.repetitions, verify_steps=args.verify_steps, compile=not args.no_compile,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
+        memory_skip=not args.no_memory_skip,
     )
     console = Console()
     stop = threading.Event()
