@@ -46,6 +46,9 @@ class PlainStepper:
         self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
         self._accumulating = False
 
+    def no_sync_is_real(self) -> bool:
+        return isinstance(self.net, torch.nn.parallel.DistributedDataParallel)
+
     def no_sync(self) -> Any:
         """Inside accumulation, DDP skips the gradient all-reduce until the last micro-batch."""
         if isinstance(self.net, torch.nn.parallel.DistributedDataParallel):

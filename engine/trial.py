@@ -66,6 +66,19 @@ class Timer:
         return time.perf_counter() - t0
 
 
+def agree(ok: bool) -> bool:
+    """Every rank takes the same branch: a micro-batch fits only if it fits on all of them (otherwise one
+    rank would go on to the next size while another stops, and the next collective would hang)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return ok
+    flag = torch.tensor([1 if ok else 0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
 def _free(device: str) -> None:
     import torch
 
@@ -152,6 +165,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         # Only a micro-batch above the floor can make this combination win: start there.
         mb = floor * 2
     while mb <= cap and per_gpu_batch % mb == 0:
+        fits = True
         try:
             batch = modeling.make_batch(model, mb, device, gen)
             stepper.pass_(batch)
@@ -159,15 +173,15 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             if device == "cuda":
                 torch.cuda.synchronize()
             del batch
-            best = mb
-            emit("batch", micro_batch=mb, fits=True)
         except Exception as e:  # noqa: BLE001 - an OOM is a data point; anything else is re-raised
             if not is_oom(e):
                 raise
-            emit("batch", micro_batch=mb, fits=False)
-            batch = None
-            e = None  # drop the traceback's frames, which hold GPU memory
+            fits, batch, e = False, None, None  # drop the traceback's frames, which hold GPU memory
+        fits = agree(fits)
+        emit("batch", micro_batch=mb, fits=fits)
+        if not fits:
             break
+        best = mb
         mb *= 2
     stepper = None
     _free(device)
@@ -234,10 +248,20 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     warm = []
     for _ in range(max(1, spec.warmup)):
         warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
-    # Timed (pass, update) pairs; more repetitions while the passes' spread is wide.
-    passes, updates = [], []
+    # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP a pass
+    # inside gradient accumulation skips the all-reduce (no_sync) and only the last one of a step runs
+    # it: passes are timed inside no_sync, and the all-reduce is timed apart (one synced pass minus one
+    # local pass) and counted once per step. ZeRO and FSDP reduce gradients on every pass, so their
+    # passes include it.
+    passes, updates, synced = [], [], []
+    ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
     while True:
-        passes.append(timer.time(lambda: stepper.pass_(batch)))
+        if ddp:
+            with stepper.no_sync():
+                passes.append(timer.time(lambda: stepper.pass_(batch)))
+            synced.append(timer.time(lambda: stepper.pass_(batch)))
+        else:
+            passes.append(timer.time(lambda: stepper.pass_(batch)))
         updates.append(timer.time(stepper.update))
         n = len(passes)
         if n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s):
@@ -252,6 +276,11 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         "pass_times_s": passes, "update_times_s": updates, "repetitions": len(passes),
         "warmup_s": sum(warm), "compile_s": warm[0] if compile_on else 0.0, "kernel": kernel,
     }
+    if synced:
+        # The step's one gradient all-reduce, added to the update (both run once per optimizer step).
+        allreduce = max(0.0, statistics.median(synced) - out["pass_s"])
+        out.update(allreduce_s=allreduce, synced_pass_times_s=synced, optimizer_update_s=out["update_s"],
+                   update_s=out["update_s"] + allreduce)
     if spec.verify_steps:
         # A steady run of real optimizer steps (accumulation inside no_sync), timed end to end.
         accum = spec.verify_accum

@@ -251,3 +251,22 @@ def test_every_model_family_runs_with_and_without_checkpointing(tmp_path, model,
     assert rows["ckpt"]["activation_checkpointing"] and rows["ckpt"]["days"] > 0
     if model == "tiny-convnext":  # transformers' ConvNeXt has no checkpointing: the engine wraps each stage
         assert json.loads(rows["ckpt"]["provenance"])["checkpointing"] == "stages"
+
+
+def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(tmp_path):
+    """Two CPU ranks over gloo: DDP times its passes inside no_sync and adds the step's one gradient
+    all-reduce to the update; FSDP (which reduces on every pass) and ZeRO-1 run sharded."""
+    req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("free-lunch", "fsdp3", "zero1"))
+    _sweep(req)
+    with Store.open(req.db, read_only=True) as s:
+        rows = {r["sharding"]: r for r in s.trials(model="tiny-neox")}
+    assert set(rows) == {"none", "fsdp3", "zero1"}
+    assert all(r["feasible"] and r["days"] and r["num_gpus"] == 2 for r in rows.values()), rows
+    ddp = rows["none"]
+    prov = json.loads(ddp["provenance"])
+    assert prov["allreduce_s"] >= 0 and len(prov["synced_pass_times_s"]) == ddp["repetitions"]
+    assert ddp["update_s"] == pytest.approx(prov["optimizer_update_s"] + prov["allreduce_s"])
+    per_rank = 16 // 2  # tiny-neox's batch over two ranks
+    assert ddp["micro_batch"] * ddp["grad_accum"] == per_rank
+    assert ddp["step_s"] == pytest.approx(ddp["pass_s"] * ddp["grad_accum"] + ddp["update_s"])
+    assert "allreduce_s" not in json.loads(rows["fsdp3"]["provenance"])
