@@ -11,10 +11,12 @@ The time model is a roofline fitted to measurements (every term below says where
                   eager; free-lunch compiled; free-lunch uncompiled, as ZeRO runs); x_c >= 1/0.6, so no
                   prediction claims more than 60% of the dense peak
       residual  = measured / fitted pass of the same model in the same group on other hardware (1 if none)
-      comm_s    = bytes each GPU sends per pass (all-reduce, reduce-scatter, all-gather, by method)
-                  / (interconnect per direction x 0.7), added in full (no overlap credit)
+      comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
+                  per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
+                  step goes into the update, as the engine times it
       host_s    = CPU <-> GPU bytes per pass with offloading / (PCIe per direction x 0.7)
     update_s = x_u x optimizer bytes / bandwidth (+ CPU Adam time per parameter when offloading)
+               + per-step communication
     step_s   = pass_s x accumulation + update_s;  days = step_s x steps / 86400
     micro_batch = the largest power of two the memory model fits (engine/memory.py); none: infeasible
 
@@ -150,11 +152,12 @@ def _pcie_gbs(gpu: Gpu) -> float:
 
 
 def comm_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, float]:
-    """(bytes each GPU sends per pass, per update) between GPUs, as the engine times it: every timed
-    pass synchronizes gradients. Ring collectives send (N-1)/N of the buffer (all-reduce twice that).
-    DDP all-reduces fp32 gradients; ZeRO reduce-scatters 16-bit gradients and all-gathers 16-bit weights
-    (stage 3: twice per pass, forward and backward; stages 1-2: once, after the update); FSDP gathers
-    16-bit weights (stage 3 again for the backward) and reduce-scatters fp32 gradients."""
+    """(bytes each GPU sends per pass, per update) between GPUs, as the engine times it. Ring collectives
+    send (N-1)/N of the buffer (an all-reduce twice that). DDP all-reduces the fp32 gradients once per
+    step (passes inside gradient accumulation run under no_sync); ZeRO reduce-scatters 16-bit gradients
+    on every pass and all-gathers 16-bit weights (stage 3: forward and backward of every pass; stages
+    1-2: once, after the update); FSDP gathers 16-bit weights on every pass (stage 3 again for the
+    backward) and reduce-scatters fp32 gradients."""
     n = num_gpus
     if n <= 1:
         return 0.0, 0.0
@@ -163,7 +166,7 @@ def comm_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, fl
     half = 2.0 if memory.mixed_precision(model) else 4.0
     extra_gather = 1 if methods.activation_checkpointing else 0  # the recomputed forward gathers again
     if methods.sharding == "none":
-        return 2 * ring * 4 * psi, 0.0
+        return 0.0, 2 * ring * 4 * psi
     if methods.deepspeed:
         if methods.stage == 3:
             return ring * half * psi * (3 + extra_gather), 0.0
@@ -265,7 +268,8 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         if not row.get("pass_s") or not row.get("micro_batch"):
             return None
         per_sample = (row["pass_s"] - overhead_pass) / row["micro_batch"]
-        update = row.get("update_s")
+        # The optimizer alone: under DDP the engine adds the step's all-reduce to update_s.
+        update = _json_field(row.get("provenance"), "optimizer_update_s") or row.get("update_s")
     else:  # the paper gives days only: spread the step over the GPU's share of the batch
         step = row["days"] * formulas.SECONDS_PER_DAY / model.training.steps
         accum = row.get("grad_accum") or 1
@@ -282,6 +286,14 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         update_s=update, update_bytes=optimizer_bytes(model, methods, n) / (gpu.memory_bandwidth_gbs * 1e9),
         micro_batch=row.get("micro_batch"), days=row["days"],
     )
+
+
+def _json_field(text: Any, key: str) -> Any:
+    try:
+        value = json.loads(text) if isinstance(text, str) else (text or {})
+    except ValueError:
+        return None
+    return value.get(key) if isinstance(value, dict) else None
 
 
 @dataclass(frozen=True)
@@ -551,6 +563,9 @@ class Predictor:
         if t["comm_pass_bytes"]:
             lines.append(f"communication: {t['comm_pass_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
                          f"= {t['comm_pass_bytes'] / t['link_bytes_s']:.3f} s per pass (no overlap credit)")
+        if t["comm_update_bytes"]:
+            lines.append(f"communication: {t['comm_update_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
+                         f"= {t['comm_update_bytes'] / t['link_bytes_s']:.3f} s per step, in the update")
         if t["host_pass_bytes"]:
             lines.append(f"offload copies: {t['host_pass_bytes'] / 1e9:.2f} GB / {t['host_bytes_s'] / 1e9:.0f} GB/s "
                          f"= {t['host_pass_bytes'] / t['host_bytes_s']:.3f} s per pass")
@@ -615,6 +630,11 @@ class Validation:
     @property
     def errors(self) -> list[float]:
         return [c.error for c in self.checks if c.error is not None]
+
+    @property
+    def missed(self) -> list[Check]:
+        """Held-out configurations that ran but that the memory model called infeasible."""
+        return [c for c in self.checks if c.predicted_days is None]
 
     @property
     def median_abs(self) -> float | None:
@@ -786,6 +806,7 @@ def _summary(v: Validation) -> dict[str, Any]:
         "best_errors": best,
         "best_median_abs": statistics.median(abs(e) for e in best) if best else None,
         "best_worst_abs": max(abs(e) for e in best) if best else None,
+        "missed": [f"{c.model} {c.num_gpus}x{c.gpu} {c.label}: {c.reason}" for c in v.missed],
         "micro_batch_checked": len(mb),
         "micro_batch_agree": sum(1 for c in mb if c.predicted_micro_batch == c.actual_micro_batch),
         "checks": [{"model": c.model, "gpu": c.gpu, "num_gpus": c.num_gpus, "label": c.label, "source": c.source,
@@ -834,4 +855,5 @@ def validation_report(rows: Sequence[Mapping[str, Any]], presets: Presets) -> di
                  note="leave-one-out over the paper's plausible rows; its band for predictions")
         cross.append(s)
     report["cross"] = cross
+    report["skip"] = memory.replay_skips(rows, presets)
     return report

@@ -38,14 +38,18 @@ of the dense peak. The band is the spread of leave-one-out errors.
 EPILOG = """\
 examples:
   tui-planner predict --model pythia-1b --gpu h200 --num-gpus 2
-  tui-planner predict --model pythia-1b --gpu rtx4090 --num-gpus 4 --methods zero3
-  tui-planner predict --model pythia-2.8b --all          every GPU x 1, 2, 4, 8
-  tui-planner predict --validate                       how good it is
+                      every setting on 2 x H200, the fastest explained
+  tui-planner predict --model pythia-1b --gpu rtx4090 --num-gpus 4 \\
+                      --methods zero3       one setting explained
+  tui-planner predict --model pythia-2.8b --all
+                      the best setting on every GPU x 1, 2, 4, 8
+  tui-planner predict --validate            how good the predictions are
   tui-planner predict --model pythia-1b --all --db mine.duckdb --write
 
-The basis is the shipped database plus --db FILE's rows; --write stores the
-predictions (source 'predicted', with basis and band) in --db FILE, which
-`rank` then shows as predicted where nothing better exists.
+The basis is the shipped database plus --db FILE's measured and paper rows
+(never predicted ones). --write stores each prediction (source 'predicted',
+its basis, band and terms) in --db FILE; `rank --db FILE` then shows it,
+marked predicted, where no measurement or paper row covers the cell.
 """
 
 COUNTS = (1, 2, 4, 8)
@@ -249,7 +253,7 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
     m = report["measured"]
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
               title=f"Leave-one-out: {m['what']}")
-    for col in ("held out", "setting", "measured", "predicted", "error", "micro-batch"):
+    for col in ("held out", "setting", "measured", "predicted", "error", "batch m/p"):
         t.add_column(col, justify="left" if col in ("held out", "setting") else "right", no_wrap=True)
     for c in m["checks"]:
         err = "—" if c["error"] is None else f"{c['error']:+.0%}"
@@ -264,10 +268,18 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
                       f"configurations; best setting per cell: median {m['best_median_abs']:.1%}, worst "
                       f"{m['best_worst_abs']:.1%} over {m['cells']} cells (target: median < 15%, none > 40%)")
         console.print(f"micro-batch (measured / predicted): {m['micro_batch_agree']} of {m['micro_batch_checked']} agree")
+    for miss in m["missed"]:
+        console.print(f"[yellow]ran, but predicted infeasible:[/] {miss}", highlight=False)
     console.print("[dim]Each cell (model x GPU x count) is held out whole and predicted from every other cell, "
                   "memory calibration included.[/dim]")
     for line in report["memory"]:
         console.print(f"memory model: {line}", highlight=False)
+    sk = report["skip"]
+    if sk["trials"]:
+        share = sk["saved_s"] / sk["search_s"] if sk["search_s"] else 0.0
+        console.print(f"sweep memory skip, replayed on the measured sweeps: {len(sk['skipped'])} of {sk['trials']} "
+                      f"trials skipped, {sk['saved_s'] / 60:.1f} of {sk['search_s'] / 60:.1f} min of search saved "
+                      f"({share:.0%}); {len(sk['wrong'])} skipped a trial that gave a result", highlight=False)
     for x in report["cross"]:
         if x["median_abs"] is None:
             continue
