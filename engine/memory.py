@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -410,7 +411,7 @@ _DOES_NOT_FIT = re.compile(r"does not fit micro-batch (\d+)")
 
 def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Calibration]:
     """One kappa per architecture family from the measured rows' micro-batch brackets: the geometric
-    middle of the common range; when the rows disagree, the median of their middles."""
+    middle of the range they all allow; when they disagree, the median of their middles."""
     by_family: dict[str, list[tuple[float, float, str]]] = {}
     for r in rows:
         b = fit_bracket(r, presets)
@@ -422,17 +423,21 @@ def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, 
     for fam, brackets in by_family.items():
         lo = max(b[0] for b in brackets)
         hi = min(b[1] for b in brackets)
-        if 0 < lo < hi < math.inf:
-            kappa = math.sqrt(lo * hi)
-        elif lo < hi:
-            kappa = lo * 1.25 if hi == math.inf else hi / 1.25 if lo <= 0 else math.sqrt(lo * hi)
+        if lo < hi:
+            kappa = _middle(lo, hi)
         else:
-            mids = sorted(math.sqrt(max(a, 1e-3) * b) if b < math.inf and a > 0 else (a * 1.25 if a > 0 else b / 1.25)
-                          for a, b, _ in brackets)
-            kappa = mids[len(mids) // 2]
+            kappa = statistics.median(_middle(a, b) for a, b, _ in brackets)
         conflicts = sum(1 for a, b, _ in brackets if not (a < kappa <= b))
         out[fam] = Calibration(fam, kappa, lo, hi, len(brackets), conflicts, tuple(t for *_, t in brackets))
     return out
+
+
+def _middle(lo: float, hi: float) -> float:
+    if lo > 0 and hi < math.inf:
+        return math.sqrt(lo * hi)
+    if lo > 0:  # only "did not fit" rows: a little above the least kappa they allow
+        return lo * 1.25
+    return hi / 1.25  # only "fitted" rows: a little below the most they allow
 
 
 def kappa_for(model: Model, calibrations: Mapping[str, Calibration]) -> Calibration:
