@@ -121,6 +121,15 @@ def _parser() -> argparse.ArgumentParser:
     _bench.add_arguments(bs)
     bs.add_argument("-v", "--verbose", action="store_true", help="show the trial processes' output")
 
+    from tui_planner import export_cli as _export
+
+    ex = sub.add_parser("export", parents=[common], help=_export.EXPORT_HELP, description=_export.EXPORT_DESCRIPTION,
+                        epilog=_export.EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _export.add_export_arguments(ex)
+    vf = sub.add_parser("verify", help=_export.VERIFY_HELP, description=_export.VERIFY_DESCRIPTION,
+                        epilog=_export.VERIFY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _export.add_verify_arguments(vf)
+
     from tui_planner import predict_cli as _predict
 
     pr = sub.add_parser("predict", parents=[common], help=_predict.HELP, description=_predict.DESCRIPTION,
@@ -162,6 +171,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui_planner import predict_cli
 
             return predict_cli.run(args)
+        if args.command == "export":
+            from engine.presets import load_presets
+            from tui_planner import export_cli
+
+            presets = load_presets(args.presets)
+            with _open_store(args) as store:
+                return export_cli.run_export(args, store, presets)
+        if args.command == "verify":
+            from tui_planner import export_cli
+
+            return export_cli.run_verify(args)
     except PlannerError as e:
         print(f"tui-planner: error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,464 @@
+"""Turn a measured winner into settings a user can train with: Hugging Face `TrainingArguments` as JSON,
+the DeepSpeed JSON or FSDP settings it needs, a torchrun launch script, a short explanation and a
+machine-readable plan.json that `tui-planner verify` checks against a real training run.
+
+    choice = pick(store, presets, "pythia-1b", "h100", 1)   # or pick(..., trial_id=ID)
+    write(build(choice, presets, store.path), Path("out"))
+
+The files carry exactly what the benchmark measured (micro-batch, accumulation, precision, TF32,
+compile, checkpointing, sharding, offloading) plus the model preset's replication recipe (steps, schedule,
+optimizer). Where Hugging Face cannot express the benchmark's setting, the plan says so in `notes`.
+No torch here: a laptop without a GPU stack can export.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import formulas, space
+from engine.errors import PlannerError
+from engine.presets import Model, Presets, Training
+from engine.store import Store, plain
+
+FORMAT = "tui-planner-recipe/1"
+TRAINING_ARGS, DEEPSPEED, LAUNCH, EXPLAIN, PLAN = (
+    "training_args.json", "ds_config.json", "launch.sh", "EXPLAIN.txt", "plan.json")
+
+# A usable measurement: measured here, fits, timed, and not faster than the GPU can go.
+_USABLE = (f"source = 'measured' AND feasible AND failure_kind IS NULL AND step_s IS NOT NULL "
+           f"AND days IS NOT NULL AND (mfu IS NULL OR mfu <= {formulas.IMPOSSIBLE_MFU})")
+
+
+@dataclass
+class Choice:
+    """The trial to export, the fastest one with other methods, and how the cell's trials ended."""
+
+    row: dict[str, Any]
+    runner_up: dict[str, Any] | None
+    counts: dict[str, int]  # by outcome (measured, dominated, oom, refused, ...), and 'usable'
+    rank: int = 1  # 1: the fastest usable; more when --trial named a slower one
+
+
+@dataclass
+class Recipe:
+    """The exported files, as data (write() puts them on disk)."""
+
+    training_args: dict[str, Any]
+    deepspeed: dict[str, Any] | None
+    launch: str
+    explain: str
+    plan: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def label(row: dict[str, Any]) -> str:
+    return space.Methods(bool(row["free_lunch"]), bool(row["activation_checkpointing"]), row["sharding"] or "none",
+                         bool(row["offloading"])).label
+
+
+# --- choosing the trial ------------------------------------------------------------------------------
+
+
+def pick(store: Store, presets: Presets, model: str | None, gpu: str | None, num_gpus: int | None,
+         num_nodes: int = 1, trial_id: str | None = None) -> Choice:
+    """The fastest usable measurement for a cell (or the trial asked for), the fastest one with other
+    methods (the runner-up), and how the cell's trials ended (for the explanation)."""
+    where = store.path or "the database"
+    if trial_id:
+        rows = store.query("SELECT * FROM trials WHERE trial_id = ?", [trial_id])
+        if not rows:
+            raise PlannerError(f"no trial {trial_id} in {where} (see `tui-planner results --db {where} --format json`)")
+        row = rows[0]
+        for name, want in (("model", model), ("gpu", gpu), ("num_gpus", num_gpus)):
+            if want is not None and row[name] != want:
+                raise PlannerError(f"trial {trial_id} is {row['model']} on {row['num_gpus']} x {row['gpu']}, "
+                                   f"not {name} {want}")
+        if row["source"] != "measured":
+            raise PlannerError(f"trial {trial_id} is a {row['source']} row: only measured trials can be exported "
+                               "(they carry the micro-batch and the timings verify checks)")
+        if not store.query(f"SELECT 1 FROM trials WHERE trial_id = ? AND {_USABLE}", [trial_id]):
+            why = row["failure_message"] or row["failure_kind"] or "it has no step time"
+            raise PlannerError(f"trial {trial_id} ({label(row)}) cannot be exported: {why}")
+        model, gpu, num_gpus, num_nodes = row["model"], row["gpu"], row["num_gpus"], row["num_nodes"]
+    if not (model and gpu and num_gpus):
+        raise PlannerError("say which result to export: --model, --gpu and --num-gpus, or --trial ID")
+    if model not in presets.models:
+        raise PlannerError(f"unknown model {model!r} (known: {', '.join(presets.models)}); a model of your own "
+                           "needs its preset: --presets FILE")
+    if gpu != "cpu":
+        presets.gpu(gpu)
+    cell = "model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?"
+    args = [model, gpu, num_gpus, num_nodes]
+    usable = store.query(f"SELECT * FROM trials WHERE {cell} AND {_USABLE} ORDER BY step_s, created_at", args)
+    counts = {r["k"]: r["n"] for r in store.query(
+        f"SELECT coalesce(failure_kind, 'measured') AS k, count(*) AS n FROM trials "
+        f"WHERE {cell} AND source = 'measured' GROUP BY k", args)}
+    counts["usable"] = len(usable)
+    nodes = f" x {num_nodes} nodes" if num_nodes != 1 else ""
+    if not usable:
+        have = store.query("SELECT DISTINCT gpu, num_gpus, num_nodes FROM trials WHERE model = ? AND "
+                           f"{_USABLE} ORDER BY gpu, num_gpus", [model])
+        listed = ", ".join(f"{r['num_gpus']} x {r['gpu']}" + (f" x {r['num_nodes']} nodes" if r["num_nodes"] != 1
+                                                                else "") for r in have) or "none"
+        ended = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k != "usable")
+        raise PlannerError(
+            f"no usable measured result for {model} on {num_gpus} x {gpu}{nodes} in {where}"
+            + (f" (its measured trials: {ended})" if ended else "")
+            + f". Measured cells for {model}: {listed}. Measure this one with `tui-planner bench --model {model} "
+              f"--gpus {num_gpus} --db FILE`, then export with --db FILE.")
+    rank = next(i for i, r in enumerate(usable) if r["trial_id"] == trial_id) if trial_id else 0
+    others = [r for r in usable if label(r) != label(usable[rank])]
+    return Choice(usable[rank], others[0] if others else None, counts, rank + 1)
+
+
+# --- what the files say ----------------------------------------------------------------------------
+
+
+def schedule(t: Training, model_id: str) -> dict[str, Any]:
+    """The preset's schedule in Hugging Face's names: 'cosine to 0.1x' -> cosine_with_min_lr, min_lr_rate
+    0.1 (decay to 10% of the peak); 'cosine to 1e-5' -> min_lr 1e-5."""
+    name = t.schedule.strip().lower()
+    if name == "constant":
+        return {"lr_scheduler_type": "constant_with_warmup" if t.warmup_steps else "constant"}
+    if name in ("linear", "cosine"):
+        return {"lr_scheduler_type": name}
+    m = re.fullmatch(r"cosine to ([0-9.]+(?:e-?[0-9]+)?)(x?)", name)
+    if m:
+        key = "min_lr_rate" if m.group(2) else "min_lr"
+        return {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {key: float(m.group(1))}}
+    raise PlannerError(f"model {model_id}: schedule {t.schedule!r} has no Hugging Face equivalent here; expected "
+                       "constant, linear, cosine, 'cosine to 0.1x' or 'cosine to 1e-5'")
+
+
+def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dict[str, Any]:
+    """TrainingArguments kwargs: the measured micro-batch and methods, the preset's recipe."""
+    t = model.training
+    world = row["num_gpus"] * row["num_nodes"]
+    if row["micro_batch"] * row["grad_accum"] * world != t.batch_size:
+        raise PlannerError(f"trial {row['trial_id']}: micro-batch {row['micro_batch']} x accumulation "
+                           f"{row['grad_accum']} x {world} GPUs is not {model.id}'s batch of {t.batch_size}")
+    ckpt = bool(row["activation_checkpointing"])
+    args: dict[str, Any] = {
+        "output_dir": "checkpoints",
+        "per_device_train_batch_size": row["micro_batch"],
+        "gradient_accumulation_steps": row["grad_accum"],
+        "max_steps": t.steps,
+        "learning_rate": t.lr,
+        **schedule(t, model.id),
+        "warmup_steps": t.warmup_steps,
+        "weight_decay": t.weight_decay,
+        "adam_beta1": t.betas[0], "adam_beta2": t.betas[1], "adam_epsilon": t.eps,
+        "max_grad_norm": t.max_grad_norm or 0.0,  # 0 turns clipping off
+        "optim": "adamw_torch_fused" if row["free_lunch"] and device == "cuda" else "adamw_torch",
+        "bf16": t.precision == "bf16", "fp16": t.precision == "fp16",
+        "tf32": bool(row["tf32"]) and device == "cuda",
+        "torch_compile": bool(row["compile"]),
+        "ddp_find_unused_parameters": False,  # every parameter gets a gradient (HF would search each step)
+        "dataloader_drop_last": True,
+        "logging_steps": 10,
+        "save_strategy": "steps", "save_steps": 1000,
+        "report_to": "none",
+    }
+    if ckpt and model.checkpointing != "stages":
+        # The name transformers 4.x and 5.x both read (5.2x also calls it activation_checkpointing).
+        args["gradient_checkpointing"] = True
+        args["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # as the benchmark
+    elif ckpt:
+        notes.append(f"{model.hf_class} has no Hugging Face gradient checkpointing: the benchmark checkpointed "
+                     f"each {model.fsdp_wrap} (engine.modeling.enable_checkpointing); do the same in your script")
+    if t.optimizer == "adam" and t.weight_decay and not (row["sharding"] or "").startswith("zero"):
+        notes.append(f"the recipe names Adam with weight decay {t.weight_decay:g}; Hugging Face's optimizers decay "
+                     "decoupled (AdamW): the same speed, slightly different updates")
+    if row["sharding"] and row["sharding"].startswith("zero"):
+        args["deepspeed"] = DEEPSPEED
+    elif row["sharding"] and row["sharding"].startswith("fsdp"):
+        args["fsdp"] = True
+        args["fsdp_config"] = {
+            "version": 2,  # PyTorch's fully_shard, as the benchmark
+            "reshard_after_forward": row["sharding"] == "fsdp3",  # True: FULL_SHARD; False: SHARD_GRAD_OP
+            "cpu_offload": bool(row["offloading"]),
+            "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "transformer_layer_cls_to_wrap": [model.fsdp_wrap],
+        }
+    if device == "cpu":
+        for_device(args, None, "cpu", notes)
+    return args
+
+
+def deepspeed_config(row: dict, model: Model, device: str) -> dict[str, Any] | None:
+    """The ZeRO stage and offload the benchmark ran, DeepSpeed's own Adam as it used; "auto" where the
+    Trainer fills a value from training_args.json, so the two files cannot disagree."""
+    if not (row["sharding"] or "").startswith("zero"):
+        return None
+    t, stage, pin = model.training, int(row["sharding"][-1]), device == "cuda"
+    zero: dict[str, Any] = {"stage": stage, "overlap_comm": True, "contiguous_gradients": True}
+    if row["offloading"]:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin}
+        if stage == 3:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": pin}
+    cfg: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto", "gradient_clipping": "auto",
+        "zero_optimization": zero,
+        "optimizer": {"type": "AdamW" if t.optimizer == "adamw" else "Adam",
+                      "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto",
+                                 "adam_w_mode": t.optimizer == "adamw"}},
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 1000, "wall_clock_breakdown": False,
+    }
+    if t.precision == "bf16":
+        cfg["bf16"] = {"enabled": "auto"}
+    elif t.precision == "fp16" and device == "cuda":
+        cfg["fp16"] = {"enabled": "auto", "initial_scale_power": 16}
+    return cfg
+
+
+def for_device(args: dict, ds: dict | None, device: str, notes: list[str]) -> None:
+    """Settings the CPU cannot run, degraded in place, each with a note (on a GPU nothing changes)."""
+    if device != "cpu":
+        return
+    args["use_cpu"] = True
+    if args.get("fp16"):
+        args["fp16"] = False
+        notes.append("fp16 needs a CUDA GPU (loss scaling): on the CPU this trains in fp32")
+        if ds is not None:
+            ds.pop("fp16", None)
+    if args.get("tf32"):
+        args["tf32"] = False
+        notes.append("TF32 is a GPU setting: off on the CPU")
+    if args.get("optim") == "adamw_torch_fused":
+        args["optim"] = "adamw_torch"
+        notes.append("fused AdamW is the benchmark's CUDA kernel: plain AdamW on the CPU")
+    for section in ("offload_optimizer", "offload_param"):
+        if ds is not None and section in ds["zero_optimization"]:
+            ds["zero_optimization"][section]["pin_memory"] = False
+
+
+# --- the files -------------------------------------------------------------------------------------
+
+
+def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
+    row, runner_up = choice.row, choice.runner_up
+    model = presets.model(row["model"])
+    device = "cpu" if row["gpu"] == "cpu" else "cuda"
+    notes: list[str] = []
+    args = training_args(row, model, device, notes)
+    ds = deepspeed_config(row, model, device)
+    world = row["num_gpus"] * row["num_nodes"]
+    prov = json.loads(row["provenance"]) if row.get("provenance") else {}
+    keep = ("trial_id", "run_id", "source", "model", "gpu", "num_gpus", "num_nodes", "free_lunch", "compile", "tf32",
+            "attention", "kernel", "activation_checkpointing", "sharding", "offloading", "micro_batch", "grad_accum",
+            "pass_s", "update_s", "step_s", "days", "mfu", "plausibility", "peak_memory_gb", "created_at")
+    plan = {
+        "format": FORMAT,
+        "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "db": str(Path(db).resolve()) if db else None,
+        **{k: plain(row.get(k)) for k in keep},
+        "methods": label(row),
+        "device": device,
+        "world_size": world,
+        "batch_size": model.training.batch_size,
+        "steps": model.training.steps,
+        "attn_implementation": row["attention"],
+        "checkpointing": (prov.get("checkpointing") or model.checkpointing)
+        if row["activation_checkpointing"] else None,
+        "files": {"training_args": TRAINING_ARGS, "deepspeed": DEEPSPEED if ds else None},
+        "runner_up": None if runner_up is None else {
+            **{k: plain(runner_up.get(k)) for k in ("trial_id", "micro_batch", "grad_accum", "step_s", "days", "mfu")},
+            "methods": label(runner_up)},
+        "trial_counts": choice.counts,
+        "rank": choice.rank,
+        "notes": notes,
+        "provenance": prov,
+        "model_preset": plain(model),
+    }
+    return Recipe(args, ds, _launch(plan, model), _explain(plan, model, presets), plan, notes)
+
+
+def _launch(plan: dict, model: Model) -> str:
+    n, nodes = plan["num_gpus"], plan["num_nodes"]
+    cell = "the CPU" if plan["gpu"] == "cpu" else f"{n} x {plan['gpu']}" + (f" x {nodes} nodes" if nodes != 1 else "")
+    if nodes == 1:
+        where = f"--standalone --nnodes 1 --nproc-per-node {n}"
+        acc = f"accelerate launch --num_processes {n}"
+    else:
+        where = (f"--nnodes {nodes} --nproc-per-node {n} "
+                 f"--node-rank \"${{NODE_RANK:?set NODE_RANK (0..{nodes - 1})}}\" "
+                 "--rdzv-backend c10d --rdzv-endpoint \"${MASTER_ADDR:?set MASTER_ADDR}:${MASTER_PORT:-29500}\"")
+        acc = (f"accelerate launch --num_processes {n * nodes} --num_machines {nodes} --machine_rank $NODE_RANK "
+               "--main_process_ip $MASTER_ADDR --main_process_port ${MASTER_PORT:-29500}")
+    extra = ""
+    if plan["files"]["deepspeed"]:
+        extra = f"# training_args.json names {DEEPSPEED} (ZeRO-{plan['sharding'][-1]}), read from this directory.\n"
+    elif (plan["sharding"] or "").startswith("fsdp"):
+        extra = "# training_args.json carries the FSDP settings (fsdp, fsdp_config).\n"
+    attn = plan["attn_implementation"]
+    model_line = (f"#   model = {model.hf_class}._from_config(config, attn_implementation=\"{attn}\")"
+                  if attn and attn != "none" else f"#   model = {model.hf_class}._from_config(config)")
+    return f"""#!/usr/bin/env bash
+# {model.name} on {cell}: {plan['methods']}, micro-batch \
+{plan['micro_batch']} x {plan['grad_accum']} accumulation
+# (tui-planner export, trial {plan['trial_id']}). Expected: {plan['days']:.3g} days.
+#
+# Usage: bash launch.sh YOUR_TRAIN.py [ARGS...]
+# Your script runs in this directory, builds the model and the data, and trains with
+{model_line}
+#   args = TrainingArguments(**json.load(open("training_args.json")))
+#   Trainer(model=model, args=args, train_dataset=...).train()
+{extra}# Check the speed first: tui-planner verify DIR (trains these settings on random data).
+# The same with Accelerate: {acc} YOUR_TRAIN.py
+set -euo pipefail
+script=$(realpath "${{1:?usage: bash launch.sh YOUR_TRAIN.py [ARGS...]}}"); shift
+cd "$(dirname "$(realpath "$0")")"
+exec torchrun {where} "$script" "$@"
+"""
+
+
+def _explain(plan: dict, model: Model, presets: Presets) -> str:
+    gpu = "the CPU" if plan["gpu"] == "cpu" else presets.gpu(plan["gpu"]).name
+    prov = plan["provenance"]
+    versions = prov.get("versions") or {}
+    stack = ", ".join(f"{k} {versions[k]}" for k in ("torch", "transformers", "deepspeed") if k in versions)
+    counts = plan["trial_counts"]
+    others = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k not in ("measured", "usable"))
+    mfu = f", MFU {plan['mfu']:.1%} ({plan['plausibility']})" if plan["mfu"] is not None else ""
+    cell = "the CPU" if plan["gpu"] == "cpu" else f"{plan['num_gpus']} x {gpu}"
+    cell += f" x {plan['num_nodes']} nodes" if plan["num_nodes"] != 1 else ""
+    world = plan["world_size"]
+    why = (f"Why: the fastest of {counts['usable']} usable measurements" if plan["rank"] == 1 else
+           f"Why: named with --trial; number {plan['rank']} of {counts['usable']} usable measurements")
+    lines = [
+        f"{model.name} on {cell}: {plan['methods']}",
+        f"  micro-batch {plan['micro_batch']} per GPU x {plan['grad_accum']} accumulation x {world} "
+        f"GPU{'s' if world > 1 else ''} = batch {plan['batch_size']}; {plan['steps']:,} steps",
+        f"  step {plan['step_s']:.4g} s (pass {plan['pass_s']:.4g} s x {plan['grad_accum']} + update "
+        f"{plan['update_s']:.4g} s) -> {plan['days']:.3g} days{mfu}",
+        f"  measured {prov.get('measured_at') or plan['created_at']} on {prov.get('device') or gpu}"
+        + (f" ({stack})" if stack else "") + f", trial {plan['trial_id']}",
+        "",
+        f"{why} for this cell in {plan['db']}" + (f" (besides {others} trials)" if others else "") + ".",
+    ]
+    lines += ["  " + s for s in _method_lines(plan, model)]
+    ru = plan["runner_up"]
+    if ru:
+        slower = ru["step_s"] / plan["step_s"] - 1
+        name = "Runner-up" if plan["rank"] == 1 else "Fastest other setting"
+        lines += ["", f"{name}: {ru['methods']}, micro-batch {ru['micro_batch']} x {ru['grad_accum']}: "
+                      f"{ru['days']:.3g} days ({slower:+.1%})" + (f", MFU {ru['mfu']:.1%}" if ru["mfu"] else "")
+                  + f", trial {ru['trial_id']}."]
+    else:
+        lines += ["", "Runner-up: none (no other setting was measured usable for this cell)."]
+    files = [f"{TRAINING_ARGS} (Hugging Face TrainingArguments)"]
+    if plan["files"]["deepspeed"]:
+        files.append(f"{DEEPSPEED} (DeepSpeed; \"auto\" values come from {TRAINING_ARGS})")
+    files += [f"{LAUNCH} (torchrun)", f"{PLAN} (the source trial, for verify)"]
+    lines += ["", "Files: " + ", ".join(files) + "."]
+    if plan["notes"]:
+        lines += ["", "Where the files differ from the benchmark:"] + [f"  - {n}" for n in plan["notes"]]
+    lines += ["", f"Check: `tui-planner verify DIR` trains these settings for a few steps on random data and fails "
+                  f"when the steady step time is more than 5% from {plan['step_s']:.4g} s."]
+    return "\n".join(lines) + "\n"
+
+
+def _method_lines(plan: dict, model: Model) -> list[str]:
+    t = model.training
+    out = []
+    if plan["free_lunch"]:
+        parts = ["torch.compile" if plan["compile"] else "no torch.compile (" + (
+            "DeepSpeed's engine does not compose with it" if (plan["sharding"] or "").startswith("zero")
+            else "off in this sweep or for this model") + ")",
+                 f"attention {plan['attn_implementation']}"
+                 + (f" (kernel: {plan['kernel']})" if plan["kernel"] else "")]
+        if plan["tf32"]:
+            parts.append("TF32")
+        if plan["device"] == "cuda":
+            parts.append("fused AdamW")
+        out.append("free-lunch: " + ", ".join(parts))
+    else:
+        out.append("naive: eager attention, no compile, no TF32 (the baseline)")
+    out.append(f"{t.precision} " + ("mixed precision (fp32 master weights)" if t.precision != "fp32" else "throughout"))
+    saving = []
+    if plan["activation_checkpointing"]:
+        saving.append("activation checkpointing")
+    if plan["sharding"] and plan["sharding"] != "none":
+        kind = (f"DeepSpeed ZeRO-{plan['sharding'][-1]}" if plan["sharding"].startswith("zero")
+                else f"FSDP2 ({'FULL_SHARD' if plan['sharding'] == 'fsdp3' else 'SHARD_GRAD_OP'})")
+        saving.append(kind)
+    if plan["offloading"]:
+        saving.append("CPU offload")
+    if saving:
+        out.append("memory-saving: " + ", ".join(saving) + f" (fits micro-batch {plan['micro_batch']})")
+    else:
+        out.append(f"no memory-saving methods: micro-batch {plan['micro_batch']} fits without them")
+    return out
+
+
+def write(recipe: Recipe, out: Path) -> list[Path]:
+    """Write the files into `out` (created; existing recipe files are replaced, others left alone)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise PlannerError(f"{out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (DEEPSPEED, "verify.json"):  # a previous export's ZeRO config or verdict must not linger
+        (out / stale).unlink(missing_ok=True)
+    files = {TRAINING_ARGS: _json(recipe.training_args), LAUNCH: recipe.launch, EXPLAIN: recipe.explain,
+             PLAN: _json(recipe.plan)}
+    if recipe.deepspeed is not None:
+        files[DEEPSPEED] = _json(recipe.deepspeed)
+    paths = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text)
+        paths.append(path)
+    (out / LAUNCH).chmod(0o755)
+    return paths
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, default=str) + "\n"
+
+
+# --- reading an export back --------------------------------------------------------------------------
+
+
+def load(directory: str | Path) -> tuple[dict, dict, dict | None]:
+    """plan.json, training_args.json and ds_config.json (or None) of an export; PlannerError if broken."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise PlannerError(f"{d}: no such directory (make one with `tui-planner export ... --out {d}`)")
+
+    def read(name: str) -> dict:
+        path = d / name
+        if not path.is_file():
+            raise PlannerError(f"{d}: no {name} here; is it a directory `tui-planner export` wrote?")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise PlannerError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(data, dict):
+            raise PlannerError(f"{path}: expected a JSON object")
+        return data
+
+    plan = read(PLAN)
+    if plan.get("format") != FORMAT:
+        raise PlannerError(f"{d / PLAN}: format {plan.get('format')!r}, expected {FORMAT!r}")
+    for key in ("trial_id", "model", "gpu", "num_gpus", "micro_batch", "grad_accum", "step_s", "model_preset"):
+        if plan.get(key) is None:
+            raise PlannerError(f"{d / PLAN}: missing {key!r}")
+    args = read(TRAINING_ARGS)
+    ds = read(args["deepspeed"]) if isinstance(args.get("deepspeed"), str) else None
+    return plan, args, ds
+
+
+def model_from_plan(plan: dict) -> Model:
+    """The model preset the export was made from (plan.json carries it whole, so verify needs no presets)."""
+    d = dict(plan["model_preset"])
+    t = dict(d.pop("training"))
+    t["betas"] = tuple(t["betas"])
+    d["fused_kernels"] = tuple(d.get("fused_kernels", ()))
+    return Model(**d, training=Training(**t))

@@ -1,0 +1,249 @@
+"""Export and verify end to end on the CPU: a real tiny sweep into a DuckDB file, the exported files read
+back by the libraries that will use them (transformers' TrainingArguments, DeepSpeed's config checker,
+accelerate's FSDP plugin), and real verify runs under torchrun. No timing thresholds: a verdict is only
+checked against the tolerance rule, never expected to pass on a CPU.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+from engine import recipe
+from engine.errors import PlannerError
+from engine.paths import shipped_db
+from engine.presets import load_presets
+from engine.store import Store
+from engine.sweep import SweepRequest, run_sweep
+from engine.verify import VerifyRequest, run_verify, verdict
+from tui_planner.cli import main
+
+TINY = str(FIXTURES / "tiny")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """naive, free-lunch and ZeRO-2 with offload, measured for real (DeepSpeed's CPU Adam is cached)."""
+    db = tmp_path_factory.mktemp("recipe") / "r.duckdb"
+    run_sweep(SweepRequest(model="tiny-neox", methods="all", exhaustive=True, only=("naive", "free-lunch",
+                           "zero2+offload"), device="cpu", presets=(TINY,), compile=False, repetitions=3, warmup=1,
+                           timeout_s=600, db=str(db)))
+    with Store.open(db, read_only=True) as s:
+        rows = {recipe.label(r): r for r in s.trials()}
+    assert {k for k, r in rows.items() if r["feasible"]} == {"naive", "free-lunch", "zero2+offload"}
+    return db, rows
+
+
+def _export(db, out, *extra):
+    return main(["export", "--db", str(db), "--presets", TINY, "--out", str(out), *extra])
+
+
+def _exported(db, out):
+    assert _export(db, out, "--model", "tiny-neox", "--gpu", "cpu", "--num-gpus", "1") == 0
+    return out
+
+
+def _training_arguments(out, monkeypatch, **changes):
+    """TrainingArguments from the exported JSON, read in the export's directory as launch.sh runs it."""
+    from transformers import TrainingArguments
+
+    monkeypatch.chdir(out)
+    return TrainingArguments(**{**json.loads((out / recipe.TRAINING_ARGS).read_text()), **changes})
+
+
+def test_export_writes_the_fastest_measured_setting(swept, tmp_path, monkeypatch, capsys):
+    db, rows = swept
+    out = tmp_path / "best"
+    assert _export(db, out, "--model", "tiny-neox", "--gpu", "cpu", "--num-gpus", "1") == 0
+    printed = capsys.readouterr().out
+    plan = json.loads((out / recipe.PLAN).read_text())
+    best = min((r for r in rows.values() if r["feasible"]), key=lambda r: r["step_s"])
+    for key in ("trial_id", "model", "gpu", "num_gpus", "micro_batch", "grad_accum", "pass_s", "update_s", "step_s",
+                "days", "mfu"):
+        assert plan[key] == best[key], key
+    assert plan["db"] == str(db) and plan["provenance"]["versions"]["torch"] and plan["methods"] == recipe.label(best)
+    assert plan["runner_up"]["methods"] != plan["methods"] and plan["runner_up"]["step_s"] >= plan["step_s"]
+    explain = (out / recipe.EXPLAIN).read_text()
+    assert "Runner-up: " + plan["runner_up"]["methods"] in explain and "days" in explain and "Runner-up" in printed
+    assert "torchrun --standalone --nnodes 1 --nproc-per-node 1" in (out / recipe.LAUNCH).read_text()
+
+    args = _training_arguments(out, monkeypatch, output_dir=str(tmp_path / "ckpt"))
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (16, 1)
+    assert args.max_steps == 1000 and args.learning_rate == 1e-3 and args.bf16 and args.use_cpu  # preset's recipe
+    assert args.max_grad_norm == 1.0 and (args.adam_beta1, args.adam_beta2) == (0.9, 0.95)
+    assert not args.torch_compile and not args.gradient_checkpointing  # as the sweep ran
+    assert (args.deepspeed == recipe.DEEPSPEED) is (best["sharding"] == "zero2")  # whichever was fastest here
+
+
+def test_the_deepspeed_config_passes_deepspeeds_checker(swept, tmp_path, monkeypatch):
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    db, rows = swept
+    out = tmp_path / "zero2"
+    assert _export(db, out, "--trial", rows["zero2+offload"]["trial_id"]) == 0
+    raw = json.loads((out / recipe.DEEPSPEED).read_text())
+    assert raw["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert raw["train_micro_batch_size_per_gpu"] == "auto"  # the Trainer fills it from training_args.json
+    try:
+        args = _training_arguments(out, monkeypatch, output_dir=str(tmp_path / "ckpt"))
+        filled = args.hf_deepspeed_config.config
+        checked = DeepSpeedConfig(filled)  # one process: world size 1
+    finally:
+        unset_hf_deepspeed_config()  # transformers remembers ZeRO globally; later tests build plain models
+    assert checked.zero_optimization_stage == 2 and checked.zero_config.offload_optimizer.device == "cpu"
+    assert checked.train_batch_size == 16 == args.per_device_train_batch_size * args.gradient_accumulation_steps
+    assert checked.gradient_clipping == args.max_grad_norm and checked.bfloat16_config.enabled
+
+
+@pytest.mark.filterwarnings("ignore:`gradient_checkpointing")  # the name transformers 4.x-5.x all read
+@pytest.mark.parametrize("sharding, offloading", [("zero3", True), ("fsdp3", True), ("fsdp2", False)])
+def test_sharded_settings_validate(swept, tmp_path, monkeypatch, sharding, offloading):
+    """ZeRO-3 and FSDP rows from the measured free-lunch row (settings only: nothing trains here)."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from torch.distributed.fsdp import CPUOffloadPolicy
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    db, rows = swept
+    row = {**rows["free-lunch"], "sharding": sharding, "offloading": offloading, "activation_checkpointing": True}
+    r = recipe.build(recipe.Choice(row, None, {"usable": 1}), load_presets([TINY]), db)
+    recipe.write(r, tmp_path)
+    try:
+        args = _training_arguments(tmp_path, monkeypatch, output_dir=str(tmp_path / "ckpt"))
+        if sharding == "zero3":
+            checked = DeepSpeedConfig(args.hf_deepspeed_config.config)
+            assert checked.zero_optimization_stage == 3 and checked.zero_config.offload_param.device == "cpu"
+    finally:
+        unset_hf_deepspeed_config()
+    assert args.gradient_checkpointing
+    if sharding.startswith("fsdp"):
+        plugin = FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
+        assert plugin.fsdp_version == 2 and plugin.transformer_cls_names_to_wrap == ["GPTNeoXLayer"]
+        assert plugin.reshard_after_forward is (sharding == "fsdp3")  # FULL_SHARD vs SHARD_GRAD_OP
+        assert isinstance(plugin.cpu_offload, CPUOffloadPolicy) is offloading
+        assert not (tmp_path / recipe.DEEPSPEED).exists()
+
+
+def test_verify_trains_the_export_and_applies_the_tolerance_rule(swept, tmp_path):
+    db, _ = swept
+    out = tmp_path / "best"
+    assert _export(db, out, "--model", "tiny-neox", "--gpu", "cpu", "--num-gpus", "1") == 0
+    result = run_verify(VerifyRequest(out, steps=3, warmup=1, tolerance=0.05))
+    plan = json.loads((out / recipe.PLAN).read_text())
+    assert result["verdict"] in ("pass", "fail"), result.get("error")
+    assert result["predicted_step_s"] == plan["step_s"] and result["measured_step_s"] > 0
+    assert len(result["step_times_s"]) == 3 and len(result["warmup_step_times_s"]) == 1
+    off = result["measured_step_s"] / plan["step_s"] - 1
+    assert result["difference"] == pytest.approx(off)
+    assert result["verdict"] == ("pass" if abs(off) <= 0.05 else "fail")
+    saved = json.loads((out / "verify.json").read_text())
+    assert saved["verdict"] == result["verdict"] and saved["versions"]["torch"] and saved["device_name"] == "cpu"
+    assert saved["stack"]["mixed_precision"] == "bf16" and not saved["stack"]["deepspeed"]
+
+
+def test_a_prediction_far_off_fails_with_both_numbers(swept, tmp_path):
+    """The ZeRO-2 export trains through DeepSpeed; its plan is edited to claim a 1000x faster step."""
+    db, rows = swept
+    out = tmp_path / "zero2"
+    assert _export(db, out, "--trial", rows["zero2+offload"]["trial_id"]) == 0
+    plan = json.loads((out / recipe.PLAN).read_text())
+    plan["step_s"] = claimed = plan["step_s"] / 1000
+    (out / recipe.PLAN).write_text(json.dumps(plan))
+    done = subprocess.run([sys.executable, "-m", "tui_planner", "verify", str(out), "--steps", "2", "--warmup", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    saved = json.loads((out / "verify.json").read_text())
+    assert saved["verdict"] == "fail" and saved["stack"]["deepspeed"]
+    assert "FAIL" in done.stdout and f"{claimed:.4g}" in done.stdout
+    assert f"{saved['measured_step_s']:.4g}" in done.stdout
+
+
+def test_verdict_rule():
+    assert verdict(1.04, 1.0, 0.05) == ("pass", pytest.approx(0.04))
+    assert verdict(0.94, 1.0, 0.05)[0] == "fail"  # faster than predicted is a wrong benchmark too
+    assert verdict(1.06, 1.0, 0.05)[0] == "fail"
+
+
+def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
+    """What the device run uses: the shipped H100 measurement. TF32 and fused AdamW are GPU settings,
+    so loading on this CPU goes through the same degradation verify --device cpu applies."""
+    from transformers import TrainingArguments
+
+    presets = load_presets()
+    with Store.open(shipped_db()) as s:
+        choice = recipe.pick(s, presets, "pythia-1b", "h100", 1)
+    r = recipe.build(choice, presets, shipped_db())
+    row, runner_up = choice.row, choice.runner_up
+    a = r.training_args
+    assert a["per_device_train_batch_size"] == row["micro_batch"]
+    assert a["gradient_accumulation_steps"] == row["grad_accum"]
+    assert a["bf16"] and a["tf32"] and a["torch_compile"] and a["optim"] == "adamw_torch_fused"
+    assert a["max_steps"] == 143000 and a["lr_scheduler_type"] == "cosine_with_min_lr"
+    assert a["lr_scheduler_kwargs"] == {"min_lr_rate": 0.1} and a["warmup_steps"] == 1430
+    assert r.plan["device"] == "cuda" and r.plan["mfu"] <= 1.0 and runner_up["step_s"] > row["step_s"]
+    notes: list[str] = []
+    recipe.for_device(a, None, "cpu", notes)
+    assert not a["tf32"] and a["optim"] == "adamw_torch" and len(notes) == 2
+    TrainingArguments(**{**a, "output_dir": str(tmp_path)})
+
+
+def test_cpu_plans_degrade_fp16_and_say_so():
+    presets = load_presets([TINY])
+    row = {"trial_id": "t", "model": "tiny-roberta", "gpu": "cpu", "num_gpus": 1, "num_nodes": 1, "micro_batch": 8,
+           "grad_accum": 1, "free_lunch": True, "tf32": False, "compile": False, "activation_checkpointing": False,
+           "sharding": "zero2", "offloading": True}
+    notes: list[str] = []
+    args = recipe.training_args(row, presets.model("tiny-roberta"), "cpu", notes)
+    assert not args["fp16"] and not args["bf16"] and args["use_cpu"]
+    assert any("fp16" in n and "fp32" in n for n in notes)
+    assert "fp16" not in recipe.deepspeed_config(row, presets.model("tiny-roberta"), "cpu")
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("cosine to 0.1x", {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr_rate": 0.1}}),
+    ("cosine to 1e-5", {"lr_scheduler_type": "cosine_with_min_lr", "lr_scheduler_kwargs": {"min_lr": 1e-5}}),
+    ("linear", {"lr_scheduler_type": "linear"}),
+    ("constant", {"lr_scheduler_type": "constant_with_warmup"}),
+])
+def test_schedules_map_to_hugging_face_names(name, expected):
+    from engine.presets import Training
+
+    t = Training(batch_size=8, steps=10, precision="fp32", optimizer="adam", lr=1e-3, betas=(0.9, 0.99), eps=1e-8,
+                 weight_decay=0.0, max_grad_norm=None, schedule=name, warmup_steps=5)
+    assert recipe.schedule(t, "m") == expected
+    with pytest.raises(PlannerError, match="has no Hugging Face equivalent"):
+        recipe.schedule(Training(**{**t.__dict__, "schedule": "one-cycle"}), "m")
+
+
+def test_bad_input_says_what_is_wrong(swept, tmp_path, capsys):
+    db, _ = swept
+    presets = load_presets([TINY])
+    with Store.open(db, read_only=True) as s:
+        with pytest.raises(PlannerError, match=r"no usable measured result for tiny-neox on 2 x cpu.*1 x cpu"):
+            recipe.pick(s, presets, "tiny-neox", "cpu", 2)
+        with pytest.raises(PlannerError, match="unknown model 'no-such-model'"):
+            recipe.pick(s, presets, "no-such-model", "cpu", 1)
+        with pytest.raises(PlannerError, match="no trial nope"):
+            recipe.pick(s, presets, None, None, None, trial_id="nope")
+    with Store.open(shipped_db()) as s:
+        paper = s.query("SELECT trial_id FROM trials WHERE source = 'paper-table1' LIMIT 1")[0]["trial_id"]
+        with pytest.raises(PlannerError, match="only measured trials can be exported"):
+            recipe.pick(s, load_presets(), None, None, None, trial_id=paper)
+    with pytest.raises(PlannerError, match="--device cpu"):  # this machine has no GPU
+        run_verify(VerifyRequest(_exported(db, tmp_path / "best"), device="cuda"))
+    (tmp_path / "empty").mkdir()
+    assert main(["verify", str(tmp_path / "empty")]) == 2
+    assert "no plan.json" in capsys.readouterr().err
+    assert _export(db, tmp_path / "x", "--model", "tiny-neox") == 2
+    assert "--num-gpus" in capsys.readouterr().err
+
+
+def test_export_and_verify_load_no_torch():
+    """A machine without the bench extra exports; verify's parent leaves torch to the training process."""
+    code = ("import sys; import engine.recipe, engine.verify, tui_planner.export_cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'textual')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
