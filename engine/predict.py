@@ -633,7 +633,7 @@ class Validation:
 
     @property
     def missed(self) -> list[Check]:
-        """Held-out configurations that ran but that the memory model called infeasible."""
+        """Held-out configurations that ran but got no prediction (called infeasible, or no basis left)."""
         return [c for c in self.checks if c.predicted_days is None]
 
     @property
@@ -676,7 +676,7 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
     checks = []
     for cell in cells:
         others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
-        predictor = Predictor(others, presets, use_paper=source != "measured")
+        predictor = Predictor(others, presets)  # as in use: paper rows only for an unmeasured architecture
         for r, b in targets:
             if b.cell != cell:
                 continue

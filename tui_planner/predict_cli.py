@@ -269,7 +269,7 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
                       f"{m['best_worst_abs']:.1%} over {m['cells']} cells (target: median < 15%, none > 40%)")
         console.print(f"micro-batch (measured / predicted): {m['micro_batch_agree']} of {m['micro_batch_checked']} agree")
     for miss in m["missed"]:
-        console.print(f"[yellow]ran, but predicted infeasible:[/] {miss}", highlight=False)
+        console.print(f"[yellow]measured, but not predicted:[/] {miss}", highlight=False)
     console.print("[dim]Each cell (model x GPU x count) is held out whole and predicted from every other cell, "
                   "memory calibration included.[/dim]")
     for line in report["memory"]:
