@@ -22,11 +22,14 @@ How long will pre-training take on these GPUs, with which settings, and what
 should I buy? Built on "$100K or 100 Days" (Khandelwal et al., 2024): ships the
 paper's results (flagged where faster than the hardware allows) and measured
 benchmarks, and measures your own GPUs honestly (synchronized timings, MFU on
-every result). With no command: the shipped database at a glance.
+every result). With no command: the interactive planner (in a terminal), or
+the database at a glance (when the output is not a terminal).
 """
 
 EPILOG = """\
 examples:
+  tui-planner                               the planner: plan, chart, bench, results
+  tui-planner --db mine.duckdb              ... browsing your own results file
   tui-planner presets                       models, GPUs and prices it knows
   tui-planner results --model pythia-1b     every result for Pythia-1B
   tui-planner rank --model pythia-1b --budget 50000 --deadline 60
@@ -71,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"tui-planner {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    ap = sub.add_parser("app", parents=[common], help="the interactive planner (the default in a terminal)",
+                        description="Open the interactive planner: Plan (what to buy, what-if by keyboard), "
+                                    "Chart, Benchmark (live sweeps on this machine) and Results. Keys: ? for help, "
+                                    "ctrl+p for every action by name.")
+    ap.add_argument("--model", help="model to start with (default pythia-1b)")
+    ap.add_argument("--light", action="store_true", help="light theme (ctrl+t switches)")
+    sub.add_parser("summary", parents=[common], help="print the database at a glance",
+                   description="Print what the database holds and the fastest single GPU per model.")
 
     ps = sub.add_parser("presets", parents=[common], help="list models, GPUs, machines and cloud prices",
                         description="List the presets in use: shipped, then yours (see --presets).")
@@ -149,6 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command is None:
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                return _app(args)
+            return _default(args)
+        if args.command == "app":
+            return _app(args)
+        if args.command == "summary":
             return _default(args)
         if args.command == "presets":
             return _presets(args)
@@ -199,6 +217,13 @@ def _open_store(args: argparse.Namespace, path: str | None = None):
 
     target = path or args.db or shipped_db()
     return Store.open(target, read_only=True, create=False)  # browsing never locks a file a sweep writes
+
+
+def _app(args: argparse.Namespace) -> int:
+    from tui_planner.app import run_app
+
+    return run_app(args.db, tuple(args.presets), model=getattr(args, "model", None),
+                   light=getattr(args, "light", False))
 
 
 def _default(args: argparse.Namespace) -> int:

@@ -209,7 +209,7 @@ class BenchScreen(Screen):
     def _set(self, key: str, column: str, value: str) -> None:
         t = self.query_one("#trials", DataTable)
         try:
-            t.update_cell(key, column, value)
+            t.update_cell(key, column, value, update_width=True)
         except Exception:  # a row that is not in the table (should not happen): leave the table alone
             pass
 
@@ -258,7 +258,7 @@ class BenchScreen(Screen):
         self._set(e.key, "time", f"{e.duration_s:.0f}s")
         if e.status != "stopped":
             self._fill(e.key)
-        if e.message and e.status not in ("measured",):
+        if e.message and e.status not in ("measured", "dominated"):
             self.query_one("#log", RichLog).write(f"[{e.status}] {e.key}: {e.message}")
 
     def _fill(self, key: str) -> None:
