@@ -508,3 +508,28 @@ def test_console_command_in_tmux_as_a_person_would(db, tmp_path):
         assert subprocess.run(["tmux", "has-session", "-t", name], capture_output=True).returncode != 0, "q quits"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def test_a_measured_trial_shows_and_exports_its_training_settings(db, tmp_path):
+    with Store.open(db, read_only=True) as s:
+        trial = s.query("SELECT trial_id FROM trials WHERE source = 'measured' AND days IS NOT NULL AND "
+                        "failure_kind IS NULL AND model = 'pythia-1b' ORDER BY days LIMIT 1")[0]["trial_id"]
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            app.push_screen(TrialDetail(trial))
+            await pilot.pause(0.8)
+            settings = str(app.screen.query_one("#detail-recipe", Static).render())
+            assert "per_device_train_batch_size" in settings and "gradient_accumulation_steps" in settings
+            await pilot.press("x")
+            await pilot.pause(0.3)
+            await pilot.press(*str(tmp_path / "out"), "enter")
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if (tmp_path / "out" / "plan.json").exists():
+                    break
+            assert {"training_args.json", "plan.json", "launch.sh", "EXPLAIN.txt"} <= {
+                p.name for p in (tmp_path / "out").iterdir()}
+
+    asyncio.run(go())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from textual import on, work
@@ -163,15 +164,16 @@ class TrialDetail(ModalScreen[None]):
         cur = self.app.store.cursor()
         try:
             rows = cur.query("SELECT * FROM trials WHERE trial_id = ?", [self.trial_id])
+            settings = recipe_preview(cur, self.app.presets, self.trial_id) if rows else ""
         finally:
             cur.close()
-        self.app.call_from_thread(self._show, rows[0] if rows else None)
+        self.app.call_from_thread(self._show, rows[0] if rows else None, settings)
 
-    def _show(self, row: dict[str, Any] | None) -> None:
+    def _show(self, row: dict[str, Any] | None, settings: str) -> None:
         self.row = row
         body = self.query_one("#detail-body", Static)
         body.update(detail_text(row) if row else f"trial {self.trial_id} is not in {self.app.store.path}")
-        self.query_one("#detail-recipe", Static).update(recipe_preview(row) if row else "")
+        self.query_one("#detail-recipe", Static).update(settings)
 
     def action_export(self) -> None:
         if not self.row:
@@ -186,26 +188,41 @@ class TrialDetail(ModalScreen[None]):
 
     @work(thread=True)
     def export_to(self, path: str) -> None:
+        from engine import recipe
         from engine.errors import PlannerError
 
+        cur = self.app.store.cursor()
         try:
-            from engine import recipe
-        except ImportError:
-            self.app.call_from_thread(self.app.notify, "export is not available in this version", severity="error")
+            choice = recipe.pick(cur, self.app.presets, None, None, None, trial_id=self.trial_id)
+            written = recipe.write(recipe.build(choice, self.app.presets, self.app.store.path), Path(path))
+        except (PlannerError, OSError) as e:
+            self.app.call_from_thread(self.app.notify, str(e), title="Export failed", severity="error", timeout=10)
             return
-        try:
-            written = recipe.export_trial(self.app.store.cursor(), self.app.presets, self.trial_id, path)
-        except PlannerError as e:
-            self.app.call_from_thread(self.app.notify, str(e), title="Export failed", severity="error", timeout=8)
-            return
-        self.app.call_from_thread(self.app.notify, f"Wrote {len(written)} files to {path}", title="Exported")
+        finally:
+            cur.close()
+        self.app.call_from_thread(self.app.notify, f"Wrote {', '.join(p.name for p in written)} to {path}. "
+                                  f"Check them with: tui-planner verify {path}", title="Exported", timeout=10)
 
 
-def recipe_preview(row: dict[str, Any]) -> str:
-    """The training settings this trial implies (issue: export), or nothing when it has none."""
-    if not row.get("feasible") or row.get("days") is None or not row.get("micro_batch"):
-        return ""
-    lines = ["", "[b]Training settings[/b]",
-             f"  per-device batch {row['micro_batch']}, gradient accumulation {row.get('grad_accum')}",
-             f"  {fmt.methods(row)}"]
+def recipe_preview(store, presets, trial_id: str) -> str:
+    """The training settings `tui-planner export` would write for this trial, or why there are none."""
+    from rich.markup import escape
+
+    from engine import recipe
+    from engine.errors import PlannerError
+
+    try:
+        r = recipe.build(recipe.pick(store, presets, None, None, None, trial_id=trial_id), presets, store.path)
+    except PlannerError as e:
+        return f"\n[b]Training settings[/b]\n  [dim]{escape(str(e))}[/]"
+    keys = ("per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate",
+            "lr_scheduler_type", "bf16", "fp16", "tf32", "torch_compile", "gradient_checkpointing", "optim", "fsdp")
+    lines = ["", "[b]Training settings[/b] [dim](x writes them: TrainingArguments, DeepSpeed/FSDP, launch.sh)[/]"]
+    lines += [f"  {k:<28} {escape(str(r.training_args[k]))}" for k in keys
+              if r.training_args.get(k) not in (None, "", [], False)]
+    if r.deepspeed:
+        zero = r.deepspeed.get("zero_optimization", {})
+        lines.append(f"  {'deepspeed':<28} ZeRO stage {zero.get('stage')}"
+                     + (", offload" if zero.get("offload_optimizer") else ""))
+    lines += [f"  [dim]{escape(n)}[/]" for n in r.notes]
     return "\n".join(lines)
