@@ -14,11 +14,11 @@ if [ ! -f /tmp/site/.installed ] && ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD
 [ -f "$OUT/$db" ] && db="$OUT/$db"
+steps=${VERIFY_STEPS:-5}; [ "$steps" -gt 5 ] && steps=5
 {
   echo "=== export $* from $db $(date -u +%FT%TZ)"
   python3 -m tui_planner export --db "$db" "$@" --out "$OUT/$name" &&
   echo "=== verify $(date -u +%FT%TZ)" &&
-  steps=${VERIFY_STEPS:-5}; [ "$steps" -gt 5 ] && steps=5
   python3 -m tui_planner verify "$OUT/$name" --steps "$steps" --warmup 1 --timeout 420 -v
   echo "=== exit $? $(date -u +%FT%TZ)"
 } 2>&1 | tee "$OUT/$name.log" | grep -v "^\[rank" | tail -60
