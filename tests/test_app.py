@@ -100,7 +100,7 @@ def test_price_overrides_name_unknown_gpus():
 
 def _row(gpu, n, cost, days, **kw):
     base = dict(gpu=gpu, num_gpus=n, hardware_cost_usd=cost, days=days, cost_per_experiment_usd=cost * days / 1825,
-                within_budget=True, within_deadline=True, pareto=True, source="measured", mfu=0.4, plausibility=None,
+                within_budget=True, within_deadline=True, pareto=True, source="measured", mfu=0.4, plausibility="ok",
                 config="free-lunch")
     base.update(kw)
     return base
@@ -533,3 +533,9 @@ def test_a_measured_trial_shows_and_exports_its_training_settings(db, tmp_path):
                 p.name for p in (tmp_path / "out").iterdir()}
 
     asyncio.run(go())
+
+
+def test_verdict_on_a_predicted_winner_says_so_with_its_band():
+    s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
+    lines = st.verdict([_row("b200", 1, 36_000, 21.3, source="predicted", days_low=18.0, days_high=26.0)], s)
+    assert "predicted, not measured (18.0-26.0 days)" in lines[1] and "implausible" not in lines[1]

@@ -46,12 +46,12 @@ class PlanState:
 
 
 def nudge_budget(s: PlanState, steps: int) -> PlanState:
-    return replace(s, budget_usd=max(BUDGET_STEP_USD, s.budget_usd + steps * BUDGET_STEP_USD))
+    return replace(s, budget_usd=float(max(BUDGET_STEP_USD, s.budget_usd + steps * BUDGET_STEP_USD)))
 
 
 def nudge_deadline(s: PlanState, steps: int) -> PlanState:
     current = s.deadline_days if s.deadline_days is not None else 100
-    return replace(s, deadline_days=max(DEADLINE_STEP_DAYS, current + steps * DEADLINE_STEP_DAYS))
+    return replace(s, deadline_days=float(max(DEADLINE_STEP_DAYS, current + steps * DEADLINE_STEP_DAYS)))
 
 
 def cycle(options: Sequence[str], current: str, step: int) -> str:
@@ -118,10 +118,12 @@ def _option(r: dict) -> str:
 def _basis(r: dict) -> str:
     src = (r.get("source") or "").replace("paper-table", "paper Table ")
     flag = r.get("plausibility")
-    if flag:
+    if flag in fmt.FLAG_MARK:
         return f"{src}: MFU {fmt.mfu(r['mfu'])} is {flag}, expect longer"
     if src == "predicted":
-        return "predicted, not measured: treat as an estimate"
+        band = (f" ({fmt.days(r['days_low'])}-{fmt.days(r['days_high'])} days)"
+                if r.get("days_low") and r.get("days_high") else "")
+        return f"predicted, not measured{band}"
     return f"{src}, MFU {fmt.mfu(r['mfu'])}" if r.get("mfu") is not None else src
 
 

@@ -35,6 +35,14 @@ class EngineEvent(Message):
         self.event = event
 
 
+class SweepDone(Message):
+    """The sweep's worker returned: close the database after every event before it has been shown."""
+
+    def __init__(self, store) -> None:
+        super().__init__()
+        self.store = store
+
+
 class BenchScreen(Screen):
     BINDINGS = [
         Binding("r", "start", "Run/resume", tooltip="start the sweep (a stopped one resumes)"),
@@ -170,7 +178,8 @@ class BenchScreen(Screen):
             self.app.call_from_thread(self.notify, f"{type(e).__name__}: {e}", title="Sweep failed", severity="error")
             raise
         finally:
-            store.close()
+            # Events posted before this are still queued: the UI closes the store after showing them.
+            self.post_message(SweepDone(store))
 
     def action_pause(self) -> None:
         if self.app.sweep_running():
@@ -248,9 +257,13 @@ class BenchScreen(Screen):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items())) or "nothing to run"
             self._label(("[yellow]stopped[/]: " if e.stopped else "[green]done[/]: ") + counts
                         + (" · r resumes" if e.stopped else " · v browses them"))
-            if self.write_cursor is not None:
-                self.write_cursor.close()
-                self.write_cursor = None
+
+    @on(SweepDone)
+    def _done(self, message: SweepDone) -> None:
+        if self.write_cursor is not None:
+            self.write_cursor.close()
+            self.write_cursor = None
+        message.store.close()
 
     def _finished(self, e) -> None:
         style = STATE_STYLE.get(e.status, "")

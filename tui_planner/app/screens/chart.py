@@ -77,7 +77,7 @@ class ChartScreen(WhatIfScreen):
             info.update(f"{len(self.rows)} options. ←/→ pick one; [ ] budget, , . deadline, c axis.")
             return
         r = self.rows[c.selected]
-        flag = f" [red]MFU {fmt.mfu(r['mfu'], r['plausibility'])}[/]" if r["plausibility"] else ""
+        flag = f" [red]MFU {fmt.mfu(r['mfu'], r['plausibility'])}[/]" if r["plausibility"] in fmt.FLAG_MARK else ""
         info.update(f"[b]{r['num_gpus']} x {r['gpu']}[/b] {fmt.usd(r['hardware_cost_usd'])}, "
                     f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run, "
                     f"{r['source']}{' · Pareto' if r['pareto'] else ''}{flag}")

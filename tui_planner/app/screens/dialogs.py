@@ -124,7 +124,7 @@ def detail_text(row: dict[str, Any]) -> str:
     lines = [f"[b]{row['model']} on {row['num_gpus']} x {row['gpu']}[/b] — {fmt.methods(row)}",
              f"MFU [b]{fmt.mfu(row.get('mfu'), flag)}[/b]"
              + (f"  [red]{flag}: above {'100' if flag == 'impossible' else '60'}% of the GPU's dense 16-bit peak[/]"
-                if flag else ""), ""]
+                if flag in fmt.FLAG_MARK else ""), ""]
     for key, name in DETAIL_FIELDS:
         value = row.get(key)
         if value is None or key in ("model", "gpu"):

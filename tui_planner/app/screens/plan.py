@@ -82,10 +82,12 @@ class PlanScreen(WhatIfScreen):
                 except PlannerError:
                     current = None
                 if current != self._parse(key, text):
-                    box.value = text
+                    with box.prevent(Input.Changed):  # only a person's typing changes the plan
+                        box.value = text
         model = self.query_one("#model", Select)
         if model.value != s.model:
-            model.value = s.model
+            with model.prevent(Select.Changed):
+                model.value = s.model
         self.query_one("#sources", Label).update(f"Sources [b]{st.sources_label(s.sources)}[/] [dim](s)[/]")
 
     def _parse(self, key: str, text: str):
