@@ -345,9 +345,10 @@ def max_micro_batch(model: Model, gpu: Gpu, methods: Methods, num_gpus: int, kap
 
 @dataclass(frozen=True)
 class Calibration:
-    """kappa for one architecture family: the middle of the range the measured fits allow."""
+    """kappa for one architecture (or, as a fallback, a family): the middle of the range the measured
+    fits allow."""
 
-    family: str
+    scope: str  # an architecture ('GPTNeoX') or a family ('transformer family')
     kappa: float
     low: float  # every row agrees kappa > low ...
     high: float  # ... and kappa <= high (when low < high)
@@ -357,10 +358,15 @@ class Calibration:
 
     def describe(self) -> str:
         if not self.rows:
-            return f"kappa {self.kappa:g} for {self.family} (uncalibrated: no measured fits)"
+            return f"kappa {self.kappa:g} for {self.scope} (uncalibrated: no measured fits)"
         rng = f"{self.low:.2f}-{self.high:.2f}" if self.low < self.high else "no common range"
         extra = f", {self.conflicts} rows disagree" if self.conflicts else ""
-        return f"kappa {self.kappa:.2f} for {self.family} ({rng} from {self.rows} measured fits{extra})"
+        return f"kappa {self.kappa:.2f} for {self.scope} ({rng} from {self.rows} measured fits{extra})"
+
+    @property
+    def trusted(self) -> bool:
+        """Calibrated on this architecture's own fits, all agreeing: safe to skip trials with."""
+        return self.rows > 0 and self.conflicts == 0 and not self.scope.endswith(" family")
 
 
 def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float] | None:
@@ -410,17 +416,19 @@ _DOES_NOT_FIT = re.compile(r"does not fit micro-batch (\d+)")
 
 
 def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Calibration]:
-    """One kappa per architecture family from the measured rows' micro-batch brackets: the geometric
-    middle of the range they all allow; when they disagree, the median of their middles."""
-    by_family: dict[str, list[tuple[float, float, str]]] = {}
+    """kappa from the measured rows' micro-batch brackets, per architecture ('GPTNeoX', 'ViT', ...) and,
+    for architectures nobody measured, per family ('transformer family'): the geometric middle of the
+    range they all allow; when they disagree, the median of their middles."""
+    by_scope: dict[str, list[tuple[float, float, str]]] = {}
     for r in rows:
         b = fit_bracket(r, presets)
         if b is None:
             continue
-        fam = shape(presets.model(r["model"])).family
-        by_family.setdefault(fam, []).append((b[0], b[1], str(r.get("trial_id", ""))[:8]))
+        model = presets.model(r["model"])
+        for scope in (arch_of(model), f"{shape(model).family} family"):
+            by_scope.setdefault(scope, []).append((b[0], b[1], str(r.get("trial_id", ""))[:8]))
     out = {}
-    for fam, brackets in by_family.items():
+    for scope, brackets in by_scope.items():
         lo = max(b[0] for b in brackets)
         hi = min(b[1] for b in brackets)
         if lo < hi:
@@ -428,7 +436,7 @@ def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, 
         else:
             kappa = statistics.median(_middle(a, b) for a, b, _ in brackets)
         conflicts = sum(1 for a, b, _ in brackets if not (a < kappa <= b))
-        out[fam] = Calibration(fam, kappa, lo, hi, len(brackets), conflicts, tuple(t for *_, t in brackets))
+        out[scope] = Calibration(scope, kappa, lo, hi, len(brackets), conflicts, tuple(t for *_, t in brackets))
     return out
 
 
@@ -441,8 +449,14 @@ def _middle(lo: float, hi: float) -> float:
 
 
 def kappa_for(model: Model, calibrations: Mapping[str, Calibration]) -> Calibration:
-    fam = shape(model).family
-    return calibrations.get(fam) or Calibration(fam, 1.0, 0.0, 0.0, 0)
+    """The model's architecture's calibration, else its family's, else kappa 1 (uncalibrated)."""
+    family = f"{shape(model).family} family"
+    return calibrations.get(arch_of(model)) or calibrations.get(family) or Calibration(family, 1.0, 0.0, 0.0, 0)
+
+
+def arch_of(model: Model) -> str:
+    """The architecture, as its config class names it: 'GPTNeoX' for every Pythia, 'ViT', 'Mamba', ..."""
+    return model.config_class.removesuffix("Config")
 
 
 def methods_of(row: Mapping[str, Any]) -> Methods:
@@ -477,8 +491,9 @@ def skip_reason(model: Model, gpu: Gpu, methods: Methods, num_gpus: int, cal: Ca
                 floor: int | None = None, by: str = "", cap: int | None = None) -> tuple[str, Need] | None:
     """Why a sweep need not run this combination, or None to run it. Two cases: it cannot fit micro-batch
     1; or a combination with a subset of its methods already fits micro-batch `floor` (it only adds
-    overhead) and this one cannot fit 2 x floor, so it cannot win. Needs a calibration (measured fits)."""
-    if cal is None or cal.rows == 0:
+    overhead) and this one cannot fit 2 x floor, so it cannot win. Only with a trusted calibration:
+    this architecture's own measured fits, all agreeing."""
+    if cal is None or not cal.trusted:
         return None
     kappa = cal.low if cal.low > 0 else cal.kappa / 2
     usable = capacity_bytes(gpu)
@@ -511,11 +526,11 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[st
     for cell, trials in sorted(cells.items()):
         try:
             model = presets.model(cell[0])
-            fam = shape(model).family
+            shape(model)
         except PlannerError:
             continue
         others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
-        cal = calibrate(others, presets).get(fam)
+        cal = kappa_for(model, calibrate(others, presets))
         gpu = presets.gpu(cell[1])
         fits: dict[Methods, int] = {}
         for r in sorted(trials, key=lambda r: r.get("created_at") or 0):

@@ -14,7 +14,8 @@ The time model is a roofline fitted to measurements (every term below says where
       comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
                   per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
                   step goes into the update, as the engine times it
-      host_s    = CPU <-> GPU bytes per pass with offloading / (PCIe per direction x 0.7)
+      host_s    = CPU <-> GPU bytes per pass with offloading / (PCIe per direction x the fraction the
+                  measured offload passes reach, beyond what their GPU work explains; 0.7 if none)
     update_s = x_u x optimizer bytes / bandwidth (+ CPU Adam time per parameter when offloading)
                + per-step communication
     step_s   = pass_s x accumulation + update_s;  days = step_s x steps / 86400
@@ -84,9 +85,7 @@ class PredictError(PlannerError):
 # --- the model's pieces -------------------------------------------------------------------------------
 
 
-def arch_of(model: Model) -> str:
-    """Fits are per architecture: 'GPTNeoX' for every Pythia, 'ViT', 'Mamba', ..."""
-    return model.config_class.removesuffix("Config")
+arch_of = memory.arch_of  # fits, bands and calibrations are per architecture: 'GPTNeoX', 'ViT', ...
 
 
 def group_of(model: Model, methods: Methods) -> str:
@@ -140,9 +139,9 @@ def link_bytes_per_s(gpu: Gpu, num_gpus: int) -> float:
     return gbs * 1e9 * LINK_EFFICIENCY
 
 
-def host_bytes_per_s(gpu: Gpu) -> float:
-    """CPU <-> GPU rate per direction (offloading), from the PCIe generation."""
-    return _pcie_gbs(gpu) * 1e9 * LINK_EFFICIENCY
+def host_bytes_per_s(gpu: Gpu, fraction: float = LINK_EFFICIENCY) -> float:
+    """CPU <-> GPU rate per direction (offloading): the PCIe generation's rate x the fraction reached."""
+    return _pcie_gbs(gpu) * 1e9 * fraction
 
 
 def _pcie_gbs(gpu: Gpu) -> float:
@@ -216,14 +215,16 @@ class BasisRow:
     methods: Methods
     group: str
     arch: str  # the model's architecture (config class): fits and bands are per architecture
+    family: str  # transformer | mamba | convnext: the fallback for an architecture nobody measured
     per_sample_s: float  # pass time per sample, less modelled communication and host copies
     compute_s: float  # per sample at 100% of the peak
     memory_s: float  # per sample at 100% of the bandwidth
     update_s: float | None
     update_bytes: float
-    micro_batch: int | None
+    micro_batch: int | None  # the largest the engine's search fitted
     days: float
-
+    host_pass_s: float = 0.0  # offloading's CPU <-> GPU copies of one pass at the full PCIe rate
+    timed_micro_batch: int | None = None
     @property
     def cell(self) -> tuple[str, str, int]:
         return (self.model, self.gpu, self.num_gpus)
@@ -262,7 +263,8 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         return None
     comm_pass, comm_update = comm_bytes(model, methods, n)
     host_pass, host_update = host_bytes(model, methods, n)
-    overhead_pass = comm_pass / link_bytes_per_s(gpu, n) + host_pass / host_bytes_per_s(gpu)
+    # Offloading's copies stay in the pass: how fast they really go is fitted from these rows apart.
+    overhead_pass = comm_pass / link_bytes_per_s(gpu, n)
     per_gpu_batch = model.training.batch_size / n
     if row["source"] == "measured":
         if not row.get("pass_s") or not row.get("micro_batch"):
@@ -280,12 +282,20 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
     k = 4 / 3 if methods.activation_checkpointing else 1.0
     return BasisRow(
         trial_id=str(row.get("trial_id") or ""), source=row["source"], model=model.id, gpu=gpu.id, num_gpus=n,
-        methods=methods, group=group_of(model, methods), arch=arch_of(model), per_sample_s=per_sample,
+        methods=methods, group=group_of(model, methods), arch=arch_of(model), family=s.family,
+        per_sample_s=per_sample,
         compute_s=k * flops_per_sample(model) / peak,
         memory_s=sum(traffic_terms(model, methods).values()) / (gpu.memory_bandwidth_gbs * 1e9),
         update_s=update, update_bytes=optimizer_bytes(model, methods, n) / (gpu.memory_bandwidth_gbs * 1e9),
-        micro_batch=row.get("micro_batch"), days=row["days"],
+        host_pass_s=host_pass / (_pcie_gbs(gpu) * 1e9), timed_micro_batch=row.get("micro_batch"),
+        # The largest micro-batch the search fitted (the timing may have halved it to fit compiled).
+        micro_batch=_json_field(row.get("provenance"), "max_micro_batch_searched") or row.get("micro_batch"),
+        days=row["days"],
     )
+
+
+def _offload_kind(methods: Methods) -> str:
+    return "fsdp" if methods.fsdp else "zero"
 
 
 def _json_field(text: Any, key: str) -> Any:
@@ -410,12 +420,10 @@ class Predictor:
         rows = [dict(r) for r in rows]
         self.stored = rows
         basis = [b for b in (basis_row(r, presets) for r in rows) if b is not None]
-        measured_archs = {b.arch for b in basis if b.source == "measured"}
-        # Paper rows serve only an architecture nobody measured: measured timings always win.
-        self.basis = [b for b in basis if b.source == "measured" or (use_paper and b.arch not in measured_archs)]
+        self.basis = [b for b in basis if b.source == "measured" or use_paper]
         self.calibrations = memory.calibrate(rows, presets)
         self.bands = dict(bands or {})
-        self._fits: dict[tuple[str, str], Fit | None] = {}
+        self._fits: dict[tuple[str, str, str], Fit | None] = {}
         updates = [b.update_s / b.update_bytes for b in self.basis
                    if b.update_s and b.update_bytes > 0 and b.source == "measured"]
         self.x_u = statistics.median(updates) if updates else 1 / DEFAULT_UPDATE_BANDWIDTH_FRACTION
@@ -429,19 +437,54 @@ class Predictor:
         self.cpu_adam_s = statistics.median(cpu) if cpu else DEFAULT_CPU_ADAM_S_PER_PARAM
         self.cpu_note = (f"CPU Adam {self.cpu_adam_s * 1e9:.1f} ns/param from {len(cpu)} measured offload updates"
                          if cpu else f"CPU Adam {self.cpu_adam_s * 1e9:.1f} ns/param assumed (no measured offload)")
+        # How fast offloading's copies really go, per implementation (DeepSpeed ZeRO-Offload, PyTorch
+        # FSDP CPU offload): each measured offload pass, less what its group's fit says the same pass
+        # takes on the GPU, is its copies; their bytes at the PCIe rate over that time, median.
+        rates: dict[str, list[float]] = {"zero": [], "fsdp": []}
+        for b in self.basis:
+            if b.source != "measured" or not b.methods.offloading or not b.host_pass_s or not b.timed_micro_batch:
+                continue
+            f = self.fit(b.arch, b.group, b.family)
+            if f is None:
+                continue
+            copies = b.timed_micro_batch * (b.per_sample_s - f.per_sample(b.compute_s, b.memory_s))
+            if copies > 0:
+                rates[_offload_kind(b.methods)].append(min(1.0, b.host_pass_s / copies))
+        self.host_fraction = {k: statistics.median(v) if v else LINK_EFFICIENCY for k, v in rates.items()}
+        self.host_note = {k: (f"copies at {self.host_fraction[k]:.0%} of PCIe, median of {len(v)} measured "
+                              f"{k} offload passes" if v else
+                              f"copies at {LINK_EFFICIENCY:.0%} of PCIe assumed (no measured {k} offload)")
+                          for k, v in rates.items()}
 
     # -- fits --
 
-    def fit(self, arch: str, group: str) -> Fit | None:
-        key = (arch, group)
+    def fit(self, arch: str, group: str, family: str = "") -> Fit | None:
+        """The first basis that has rows: this architecture's measurements; else the measurements of
+        other architectures of its family (a transformer is fitted from transformers); else the paper's
+        plausible rows of this architecture (its timer did not synchronize: optimistic)."""
+        levels = (
+            ("measured", lambda b: b.source == "measured" and b.arch == arch, ""),
+            ("family", lambda b: b.source == "measured" and family and b.family == family,
+             f"no {arch} measurement: measured {family} architectures"),
+            ("paper", lambda b: b.source != "measured" and b.arch == arch,
+             "no measurement: the paper's plausible rows, optimistic (unsynchronized timer)"),
+        )
+        for level, pick, why in levels:
+            f = self._fit_level((arch, group, level), [b for b in self.basis if pick(b)], group)
+            if f is not None:
+                return replace(f, note="; ".join(x for x in (why, f.note) if x)) if why else f
+        return None
+
+    def _fit_level(self, key: tuple[str, str, str], rows: list[BasisRow], group: str) -> Fit | None:
         if key not in self._fits:
-            rows = [b for b in self.basis if b.arch == arch and b.group == group]
-            f = fit_rows(arch, group, rows)
+            rows = [b for b in rows if not b.methods.offloading]  # their passes hold the host copies
+            f = fit_rows(key[0], group, [b for b in rows if b.group == group])
             if f is None and group == "uncompiled":
                 # No uncompiled rows: GEMMs run as in the compiled fit, elementwise kernels as in naive.
-                c, nv = self.fit(arch, "compiled"), self.fit(arch, "naive")
+                c = fit_rows(key[0], "compiled", [b for b in rows if b.group == "compiled"])
+                nv = fit_rows(key[0], "naive", [b for b in rows if b.group == "naive"])
                 if c and nv:
-                    f = Fit(arch, group, c.x_c, nv.x_m, c.rows + nv.rows,
+                    f = Fit(key[0], group, c.x_c, nv.x_m, c.rows + nv.rows,
                             "no uncompiled rows: compute fraction of the compiled fit, bandwidth of the naive fit")
                 elif c or nv:
                     f = replace(c or nv, group=group, note=f"no uncompiled rows: the {(c or nv).group} fit")
@@ -472,10 +515,10 @@ class Predictor:
             return p
         group = group_of(model, methods)
         arch = arch_of(model)
-        f = self.fit(arch, group)
+        f = self.fit(arch, group, s.family)
         if f is None:
-            p.reason = (f"no basis: nothing measured (or plausible in the paper) for {arch} models "
-                        f"in the {group} group; measure one with `tui-planner bench`")
+            p.reason = (f"no basis: nothing measured for {arch} or other {s.family} models, and no plausible "
+                        f"paper row for {arch}; measure one with `tui-planner bench`")
             return p
         # Memory: the largest micro-batch that fits.
         cal = memory.kappa_for(model, self.calibrations)
@@ -504,7 +547,8 @@ class Predictor:
         memory_part = residual * mb * f.x_m * memory_s
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
-        link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu)
+        kind = _offload_kind(methods)
+        link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu, self.host_fraction[kind])
         comm_pass, host_pass = cb_pass / link, hb_pass / host
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
@@ -528,8 +572,11 @@ class Predictor:
                 flops_step / (num_gpus * gpu.peak_16bit_flops * MAX_COMPUTE_FRACTION), model.training.steps))
             p.days_high = days * band.high_factor
         basis_rows = same or f.rows
-        p.basis = (f"{group} fit of {len(f.rows)} {'measured' if all(b.source == 'measured' for b in f.rows) else 'paper/measured'} "
-                   f"rows ({', '.join(b.label() for b in f.rows[:6])}{', ...' if len(f.rows) > 6 else ''})"
+        kind = ("measured" if all(b.source == "measured" for b in f.rows) else
+                "paper (optimistic: unsynchronized timer)" if all(b.source != "measured" for b in f.rows) else
+                "measured and paper")
+        p.basis = (f"{group} fit of {len(f.rows)} {kind} rows ({', '.join(b.label() for b in f.rows[:6])}"
+                   f"{', ...' if len(f.rows) > 6 else ''})"
                    + (f"; residual {residual:.2f} from {', '.join(b.label() for b in same)}" if same else ""))
         p.terms.update({
             "group": group, "x_c": f.x_c, "x_m": f.x_m, "fit_note": f.note, "residual": residual,
@@ -567,8 +614,9 @@ class Predictor:
             lines.append(f"communication: {t['comm_update_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
                          f"= {t['comm_update_bytes'] / t['link_bytes_s']:.3f} s per step, in the update")
         if t["host_pass_bytes"]:
-            lines.append(f"offload copies: {t['host_pass_bytes'] / 1e9:.2f} GB / {t['host_bytes_s'] / 1e9:.0f} GB/s "
-                         f"= {t['host_pass_bytes'] / t['host_bytes_s']:.3f} s per pass")
+            lines.append(f"offload copies: {t['host_pass_bytes'] / 1e9:.2f} GB / {t['host_bytes_s'] / 1e9:.1f} GB/s "
+                         f"= {t['host_pass_bytes'] / t['host_bytes_s']:.3f} s per pass "
+                         f"({self.host_note[_offload_kind(p.methods)]})")
         lines.append(f"pass {p.pass_s:.3f} s; update {p.update_s:.3f} s ("
                      + (self.cpu_note if p.methods.offloading else self.x_u_note) + ")")
         lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
@@ -784,7 +832,8 @@ def predict_missing(predictor: Predictor, presets: Presets, models: Iterable[str
             shape(model)
         except MemoryModelError:
             continue
-        if not any(b.arch == arch for b in predictor.basis):
+        if not any(b.arch == arch or (b.source == "measured" and b.family == shape(model).family)
+                   for b in predictor.basis):
             continue
         for gpu in presets.gpus:
             for n in counts:

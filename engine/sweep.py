@@ -267,8 +267,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
 
 
 def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
-    """The memory model's calibration for this model's family, from the measured fits in this database
-    and the shipped one; None (no skipping) on the CPU, when turned off, or with no measured fits."""
+    """The memory model's calibration for this model, from the measured fits in this database and the
+    shipped one; None on the CPU or when turned off. Only a trusted one skips (memory.skip_reason)."""
     if not req.memory_skip or req.device != "cuda":
         return None
     from engine import memory
@@ -282,10 +282,9 @@ def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
     except PlannerError:
         pass  # no shipped database (or an older one): calibrate on this one alone
     try:
-        family = memory.shape(presets.model(req.model)).family
+        return memory.kappa_for(presets.model(req.model), memory.calibrate(rows, presets))
     except PlannerError:
         return None
-    return memory.calibrate(rows, presets).get(family)
 
 
 def _memory_skipped_keys(store: Store, specs: list[TrialSpec]) -> set[str]:
