@@ -34,7 +34,7 @@ class TrialSpec:
     verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
     verify_accum: int = 8
     cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
-    fault: str | None = None  # test hook: "crash" or "hang" after start
+    fault: str | None = None  # test hook: "crash", "crash-rank1" or "hang" after start
     seed: int = 0
 
     def to_json(self) -> str:

@@ -3,6 +3,13 @@
 A crash, a CUDA error or a hung collective ends that process group, never the caller: the trial is
 killed (SIGTERM, then SIGKILL), recorded with why, and the sweep goes on. The launcher itself is
 started with PR_SET_PDEATHSIG, so if the app is killed outright its trials die too. No torch here.
+
+Three ways to launch (LAUNCHERS): `local`, one torchrun on this machine (--standalone), for one node;
+`srun`, inside a SLURM allocation, one torchrun agent per node started by `srun`, meeting through
+torchrun's c10d rendezvous on this host; `local-nodes`, N agents on this machine meeting the same way,
+which is how CI exercises the multi-node path (and each agent gets its own GPUs). With more than one
+node the spec and result files must be on a filesystem every node sees (the sweep puts them next to
+the database): global rank 0, wherever it runs, writes the result.
 """
 
 from __future__ import annotations
@@ -35,10 +42,55 @@ class TrialOutcome:
     log_tail: list[str]
 
 
-def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1"]
+LAUNCHERS = ("local", "local-nodes", "srun")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, endpoint: str | None = None) -> list[str]:
+    """One torchrun agent's command: standalone for one node, c10d rendezvous at `endpoint` for more."""
+    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    if spec.num_nodes == 1:
+        cmd += ["--standalone", "--nnodes=1"]
+    else:
+        rdzv_id = hashlib.sha1(f"{spec.key}|{out_path}".encode()).hexdigest()[:16]
+        cmd += [f"--nnodes={spec.num_nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
+                f"--rdzv-id={rdzv_id}", "--rdzv-conf=join_timeout=120"]
     cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.trial", str(spec_path), str(out_path)]
     return cmd
+
+
+def launch_commands(spec: TrialSpec, spec_path: Path, out_path: Path, launcher: str,
+                    env: dict[str, str]) -> list[tuple[list[str], dict[str, str]]]:
+    """The processes to start for one trial, each with its environment."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher is one of {', '.join(LAUNCHERS)}, not {launcher!r}")
+    if spec.num_nodes == 1 and launcher != "srun":
+        return [(torchrun_command(spec, spec_path, out_path), env)]
+    if launcher == "srun":
+        # The c10d store runs in the agent on this host (the allocation's first node, where the sweep runs).
+        import socket
+
+        endpoint = f"{env.get('MASTER_ADDR') or socket.gethostname()}:{free_port()}"
+        srun = ["srun", f"--nodes={spec.num_nodes}", f"--ntasks={spec.num_nodes}", "--ntasks-per-node=1",
+                "--kill-on-bad-exit=1", "--export=ALL"]
+        return [(srun + torchrun_command(spec, spec_path, out_path, endpoint), env)]
+    endpoint = f"127.0.0.1:{free_port()}"
+    out = []
+    visible = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+    for node in range(spec.num_nodes):
+        node_env = dict(env)
+        if spec.device == "cuda":  # each emulated node gets its own GPUs
+            ids = visible or [str(i) for i in range(spec.num_nodes * spec.num_gpus)]
+            node_env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[node * spec.num_gpus:(node + 1) * spec.num_gpus])
+        out.append((torchrun_command(spec, spec_path, out_path, endpoint), node_env))
+    return out
 
 
 def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
@@ -70,6 +122,7 @@ def run_trial(
     timeout_s: float,
     on_event: Callable[[object], None] = lambda e: None,
     stop: threading.Event | None = None,
+    launcher: str = "local",
 ) -> TrialOutcome:
     workdir.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha1(spec.key.encode()).hexdigest()[:12]
@@ -79,14 +132,13 @@ def run_trial(
     env = trial_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     t0, started = time.perf_counter(), time.time()
-    proc = subprocess.Popen(
-        torchrun_command(spec, spec_path, out_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, text=True, env=env, cwd=str(workdir), start_new_session=True,
-        preexec_fn=die_with_parent, bufsize=1,
-    )
+    procs = [subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=cmd_env,
+        cwd=str(workdir), start_new_session=True, preexec_fn=die_with_parent, bufsize=1,
+    ) for cmd, cmd_env in launch_commands(spec, spec_path, out_path, launcher, env)]
     tail: collections.deque[str] = collections.deque(maxlen=60)
 
-    def read() -> None:
+    def read(proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")
@@ -106,30 +158,41 @@ def run_trial(
             tail.append(line)
             on_event(Log(spec.key, line))
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=read, args=(p,), daemon=True) for p in procs]
+    for r in readers:
+        r.start()
     status = None
     while True:
-        try:
-            proc.wait(timeout=0.2)
+        time.sleep(0.2)
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
             break
-        except subprocess.TimeoutExpired:
-            pass
+        if any(c for c in codes if c is not None) and len(procs) > 1:
+            # One node's agent failed: the others wait on a rendezvous or a collective that will never
+            # complete. Give them a moment to fail by themselves, then end the trial.
+            try:
+                for p in procs:
+                    p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+            break
         if stop is not None and stop.is_set():
             status = "stopped"
-            _kill_group(proc)
             break
         if time.perf_counter() - t0 > timeout_s:
             status = "timeout"
-            _kill_group(proc)
             break
-    _kill_group(proc, grace_s=1.0)  # torchrun's workers must not outlive it
-    if status is not None or proc.returncode:
+    for p in procs:  # torchrun's workers must not outlive it
+        _kill_group(p, grace_s=5.0 if status else 1.0)
+    code = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
+    if status is not None or code:
         for lock in clear_build_locks(since=started):  # a killed JIT build must not block the next trial
             tail.append(f"removed the stale build lock {lock}")
-    if proc.stdout is not None:
-        proc.stdout.close()
-    reader.join(timeout=5)
+    for p in procs:
+        if p.stdout is not None:
+            p.stdout.close()
+    for r in readers:
+        r.join(timeout=5)
     duration = time.perf_counter() - t0
     result: dict = {}
     if out_path.exists():
@@ -144,7 +207,7 @@ def run_trial(
         return TrialOutcome("stopped", result, "stopped by the user", duration, list(tail))
     if result.get("status"):
         return TrialOutcome(result["status"], result, result.get("failure_message"), duration, list(tail))
-    return TrialOutcome("failed", result, _why_no_result(proc.returncode, list(tail)), duration, list(tail))
+    return TrialOutcome("failed", result, _why_no_result(code, list(tail)), duration, list(tail))
 
 
 def _why_no_result(code: int | None, tail: list[str]) -> str:

@@ -33,6 +33,7 @@ class SweepRequest:
     methods: str = "all"  # naive | free-lunch | all
     num_gpus: int = 1
     num_nodes: int = 1
+    launcher: str = "local"  # local | local-nodes | srun (engine/launcher.py); more than one node needs one of the last two
     gpu: str | None = None  # GPU preset id; detected from the local GPU when None
     device: str = "cuda"
     db: str | Path | None = None
@@ -71,8 +72,9 @@ def _resolve_gpu(req: SweepRequest, presets: Presets, machine: Machine | None) -
     if machine is None or not machine.gpus:
         why = machine.message if machine is not None and machine.message else "no GPU found here"
         raise PlannerError(f"{why}; use --device cpu with a tiny model to try the engine")
-    if machine.gpu_count < req.num_gpus:
-        raise PlannerError(f"asked for {req.num_gpus} GPUs but this machine has {machine.gpu_count}")
+    here = req.num_gpus * (req.num_nodes if req.launcher == "local-nodes" else 1)
+    if machine.gpu_count < here:
+        raise PlannerError(f"asked for {here} GPUs on this machine but it has {machine.gpu_count}")
     if req.gpu:
         presets.gpu(req.gpu)
         return req.gpu
@@ -84,6 +86,31 @@ def _resolve_gpu(req: SweepRequest, presets: Presets, machine: Machine | None) -
     return max(matches, key=len)
 
 
+def check_launcher(req: SweepRequest) -> None:
+    """More than one node needs a way to start an agent on each: SLURM's srun, or emulated nodes here."""
+    import os
+    import shutil
+
+    from engine.launcher import LAUNCHERS
+
+    if req.launcher not in LAUNCHERS:
+        raise PlannerError(f"--launcher is one of {', '.join(LAUNCHERS)}, not {req.launcher!r}")
+    if req.num_nodes < 1 or req.num_gpus < 1:
+        raise PlannerError("--nodes and --gpus must be at least 1")
+    if req.num_nodes > 1 and req.launcher == "local":
+        raise PlannerError(f"{req.num_nodes} nodes need --launcher srun (inside a SLURM allocation of "
+                           f"{req.num_nodes} nodes) or --launcher local-nodes (emulated on this machine)")
+    if req.launcher == "srun":
+        if not shutil.which("srun") or not os.environ.get("SLURM_JOB_ID"):
+            raise PlannerError("--launcher srun runs inside a SLURM allocation (salloc/sbatch): no SLURM_JOB_ID or "
+                               "srun here")
+        have = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or 0)
+        if have and have < req.num_nodes:
+            raise PlannerError(f"asked for {req.num_nodes} nodes but this allocation has {have}")
+        if req.db is None:
+            raise PlannerError("with srun the trials' files go next to --db, which every node must see")
+
+
 def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     model = presets.model(req.model)
     if req.device == "cuda":
@@ -93,8 +120,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             raise PlannerError(f"{model.id} trains in bf16, which the {g.name} does not support")
     else:
         tf32 = False
-    if req.num_nodes != 1:
-        raise PlannerError("multi-node sweeps are not wired yet: run one node (--nodes 1)")
+    check_launcher(req)
     total = req.num_gpus * req.num_nodes
     if model.training.batch_size % total:
         raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
@@ -204,7 +230,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             gpu_count=req.num_gpus, num_nodes=req.num_nodes, driver=machine.driver if machine else None,
             cuda=machine.cuda if machine else None, topology=machine.topology if machine else None,
             versions=json.dumps({**info, "torch": machine.torch if machine else None}),
-            command=f"bench --model {req.model} --methods {req.methods} --gpus {req.num_gpus}",
+            command=f"bench --model {req.model} --methods {req.methods} --gpus {req.num_gpus}"
+                    + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
         )
         store.add_run(run)
@@ -214,7 +241,9 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                               labels=tuple(s.methods.label for s in specs), keys=tuple(s.key for s in specs)))
         counts: dict[str, int] = {}
         fits = _measured_micro_batches(store, specs)
-        with tempfile.TemporaryDirectory(prefix="tui-planner-") as tmp:
+        # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
+        shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
+        with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared) as tmp:
             for i, spec in enumerate(specs):
                 label = spec.methods.label
                 if spec.key in done:
@@ -240,7 +269,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                         f"dominated: {by} already runs the largest micro-batch ({floor}); "
                         "more memory-saving methods only add overhead"), 0.0, [])
                 else:
-                    out = run_trial(spec, Path(tmp), req.timeout_s, on_event, stop)
+                    out = run_trial(spec, Path(tmp), req.timeout_s, on_event, stop, launcher=req.launcher)
                 row = _trial_row(req, spec, out, presets, run.run_id, machine)
                 if out.status == "stopped":
                     on_event(TrialFinished(spec.key, label, "stopped", message=out.message, duration_s=out.duration_s))

@@ -130,6 +130,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     if spec.fault == "crash":
         emit("log", line="fault injection: crashing")
         os.abort()
+    if spec.fault == "crash-rank1" and RANK == 1:  # one rank (on another node) dies; the others hang
+        emit("log", line="fault injection: rank 1 crashing")
+        os.abort()
     if spec.fault == "hang":
         emit("log", line="fault injection: hanging")
         while True:

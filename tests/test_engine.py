@@ -229,9 +229,19 @@ def test_the_bench_command_runs_headless(tmp_path):
     db = tmp_path / "cli.duckdb"
     out = subprocess.run([sys.executable, "-m", "tui_planner", "bench", "--model", "tiny-neox", "--device", "cpu",
                           "--methods", "naive", "--presets", TINY, "--db", str(db), "--no-compile",
-                          "--repetitions", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          "--repetitions", "3", "--gpus", "1,2"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=600)
     assert out.returncode == 0, out.stderr
     assert "measured" in out.stdout and "naive" in out.stdout
+    assert "on 1 GPU" in out.stdout and "on 2 GPUs" in out.stdout  # one sweep per count
+    with Store.open(db, read_only=True) as s:
+        assert sorted(r["num_gpus"] for r in s.trials()) == [1, 2]
+    for bad, why in ((["--nodes", "2"], "--launcher srun"), (["--nodes", "2", "--launcher", "srun"], "SLURM"),
+                     (["--gpus", "0"], "at least 1"), (["--gpus", "two"], "whole numbers")):
+        out = subprocess.run([sys.executable, "-m", "tui_planner", "bench", "--model", "tiny-neox", "--device", "cpu",
+                              "--presets", TINY, "--db", str(db), *bad], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "SLURM_JOB_ID": ""})
+        assert out.returncode == 2 and why in out.stderr, (bad, out.stderr)
     out = subprocess.run([sys.executable, "-m", "tui_planner", "bench", "--model", "tiny-neox", "--device", "cpu",
                           "--presets", TINY], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "--db" in out.stderr  # never writes the shipped database
@@ -270,3 +280,43 @@ def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(tm
     assert ddp["micro_batch"] * ddp["grad_accum"] == per_rank
     assert ddp["step_s"] == pytest.approx(ddp["pass_s"] * ddp["grad_accum"] + ddp["update_s"])
     assert "allreduce_s" not in json.loads(rows["fsdp3"]["provenance"])
+
+
+# --- several nodes: torchrun agents meeting through c10d rendezvous ----------------------------------
+
+
+def test_two_nodes_on_one_machine_train_as_one_job(tmp_path):
+    """Two torchrun agents on localhost (what srun starts on two nodes), CPU and gloo: the trial is one
+    job of 2 ranks, the batch split over both, and rank 0 alone reports."""
+    req = _request(tmp_path, num_nodes=2, launcher="local-nodes", methods="all", exhaustive=True,
+                   only=("free-lunch", "fsdp3"))
+    seen = _sweep(req)
+    assert [e.status for e in seen if isinstance(e, ev.TrialFinished)] == ["measured", "measured"], [
+        e.message for e in seen if isinstance(e, ev.TrialFinished)]
+    with Store.open(req.db, read_only=True) as s:
+        rows = s.trials(model="tiny-neox")
+        run = s.runs()[0]
+    assert all(r["num_nodes"] == 2 and r["num_gpus"] == 1 for r in rows)
+    assert all(r["micro_batch"] * r["grad_accum"] * 2 == 16 for r in rows)  # tiny-neox's batch over 2 ranks
+    assert run["num_nodes"] == 2 and "--nodes 2" in run["command"]
+    assert not _processes_with("engine.trial")
+
+
+def test_four_nodes_on_one_machine(tmp_path):
+    req = _request(tmp_path, num_nodes=4, launcher="local-nodes", methods="free-lunch", only=("free-lunch",))
+    _sweep(req)
+    with Store.open(req.db, read_only=True) as s:
+        (row,) = s.trials(model="tiny-neox")
+    assert row["feasible"] and row["num_nodes"] == 4 and row["micro_batch"] * row["grad_accum"] * 4 == 16
+
+
+def test_a_rank_dying_on_another_node_ends_the_trial_and_leaves_nothing(tmp_path):
+    req = _request(tmp_path, num_nodes=2, launcher="local-nodes", methods="free-lunch", only=("free-lunch",),
+                   faults={"free-lunch": "crash-rank1"}, timeout_s=120)
+    seen = _sweep(req)
+    (done,) = [e for e in seen if isinstance(e, ev.TrialFinished)]
+    assert done.status in ("failed", "timeout") and done.duration_s < 120
+    with Store.open(req.db, read_only=True) as s:
+        (row,) = s.trials(model="tiny-neox")
+    assert not row["feasible"] and row["failure_message"]
+    assert not _processes_with("engine.trial")

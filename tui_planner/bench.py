@@ -18,9 +18,25 @@ STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom":
                 "refused": "bold red", "stopped": "yellow"}
 
 
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"GPU counts are whole numbers like 1 or 1,2,4, not {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"GPU counts must be at least 1, not {text!r}")
+    return counts
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model preset id (tui-planner presets)")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1)")
+    p.add_argument("--gpus", "--gpus-per-node", type=_counts, default=[1], metavar="N[,N...]",
+                   help="GPUs per node; several counts sweep each in turn, e.g. 1,2,4 (default 1)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes (default 1); more need --launcher")
+    p.add_argument("--launcher", choices=["local", "srun", "local-nodes"], default=None,
+                   help="how trials start: local (one node); srun (one agent per node inside a SLURM "
+                        "allocation; default when --nodes > 1 under SLURM); local-nodes (emulate the nodes "
+                        "on this machine)")
     p.add_argument("--methods", choices=["naive", "free-lunch", "all"], default="all",
                    help="naive baseline; + free-lunch; or every memory-saving combination (default)")
     p.add_argument("--gpu", help="GPU preset id of this machine's GPUs (detected when left out)")
@@ -45,23 +61,34 @@ def run(args: argparse.Namespace) -> int:
         from engine.errors import PlannerError
 
         raise PlannerError("bench writes to a database of your own: pass --db FILE (the shipped one is read-only)")
-    req = SweepRequest(
-        model=args.model, methods=args.methods, num_gpus=args.gpus, gpu=args.gpu, device=args.device,
+    import os
+
+    launcher = args.launcher or ("local" if args.nodes == 1 else ("srun" if os.environ.get("SLURM_JOB_ID") else "local"))
+    requests = [SweepRequest(
+        model=args.model, methods=args.methods, num_gpus=n, num_nodes=args.nodes, launcher=launcher, gpu=args.gpu,
+        device=args.device,
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
         repetitions=args.repetitions, verify_steps=args.verify_steps, compile=not args.no_compile,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
         memory_skip=not args.no_memory_skip,
-    )
+    ) for n in args.gpus]
+    from engine.sweep import check_launcher
+
+    for req in requests:  # refuse a bad request before anything runs
+        check_launcher(req)
     console = Console()
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # SLURM's scancel: stop cleanly, keep results
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console, transient=False)
-    state = {"task": None, "current": "", "t0": time.time()}
+    state = {"task": None, "current": "", "t0": time.time(), "gpus": 1}
 
     def on_event(e: object) -> None:
         if isinstance(e, SweepStarted):
+            where = f"{state['gpus']} GPU{'s' if state['gpus'] > 1 else ''}" + (
+                f" x {args.nodes} nodes" if args.nodes > 1 else "")
+            console.print(f"[bold]{args.model} on {where}[/]")
             state["task"] = progress.add_task(f"{args.model}", total=e.total, completed=e.skipped)
             if e.skipped:
                 console.print(f"resuming: {e.skipped} of {e.total} trials already in {args.db}")
@@ -90,7 +117,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with progress:
-            run_sweep(req, on_event=on_event, stop=stop)
+            for req in requests:
+                state["gpus"] = req.num_gpus
+                run_sweep(req, on_event=on_event, stop=stop)
+                if stop.is_set():
+                    break
     except KeyboardInterrupt:
         stop.set()
         console.print("stopped: finished trials are in the database; run the same command to resume")
