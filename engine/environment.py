@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import platform
 import shutil
 import socket
@@ -126,7 +127,8 @@ def probe() -> Machine:
                 m.gpus.append(name)
                 m.memory_gb.append(float(mem) / 1024)
                 m.driver = driver
-        m.topology = _run([smi, "topo", "-m"])
+        topo = _run([smi, "topo", "-m"])
+        m.topology = re.sub(r"\x1b\[[0-9;]*m", "", topo) if topo else None  # nvidia-smi underlines the header
     code = ("import json, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
             "'n': torch.cuda.device_count() if torch.cuda.is_available() else 0}))")
     text = _run([sys.executable, "-c", code], timeout=120)
