@@ -99,10 +99,13 @@ def search_space(method_set: str, num_gpus: int) -> list[Methods]:
 
 
 def is_subset(a: Methods, b: Methods) -> bool:
-    """True when b runs every memory-saving method a runs (and maybe more), with the same free-lunch."""
+    """True when b is a with only overhead added: checkpointing (recomputation) and/or offloading (PCIe
+    copies, a CPU optimizer step), on the same stack. A different sharding is a different stack, not
+    added overhead: on 2 x H200, ZeRO-1 (DeepSpeed's bf16 model) trained Pythia-1B 12% faster per pass
+    than DDP with compile and autocast at the same micro-batch, so free-lunch does not bound it."""
     return (a.free_lunch == b.free_lunch
+            and a.sharding == b.sharding
             and (not a.activation_checkpointing or b.activation_checkpointing)
-            and (a.sharding == "none" or a.sharding == b.sharding)
             and (not a.offloading or b.offloading))
 
 

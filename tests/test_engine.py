@@ -55,9 +55,12 @@ def test_dominance_needs_a_measured_subset():
     ckpt = space.Methods(activation_checkpointing=True)
     ckpt_zero = space.Methods(activation_checkpointing=True, sharding="zero3", offloading=True)
     zero = space.Methods(sharding="zero3", offloading=True)
-    fits = {space.FREE_LUNCH: 16, ckpt: 32}
-    assert _dominance_floor(ckpt_zero, fits) == (32, "ckpt")
-    assert _dominance_floor(zero, fits) == (16, "free-lunch")  # ckpt is not a subset of zero3+offload
+    fits = {space.FREE_LUNCH: 16, ckpt: 32, zero: 8}
+    assert _dominance_floor(ckpt_zero, fits) == (8, "zero3+offload")  # checkpointing added to the same stack
+    assert _dominance_floor(ckpt, fits) == (16, "free-lunch")
+    # another stack is not "free-lunch plus overhead": DeepSpeed runs the model in bf16 and beat DDP
+    assert _dominance_floor(zero, fits) == (None, "")
+    assert _dominance_floor(space.Methods(sharding="zero1"), {space.FREE_LUNCH: 32}) == (None, "")
     assert _dominance_floor(space.FREE_LUNCH, fits) == (None, "")
 
 
