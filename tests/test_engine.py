@@ -323,3 +323,21 @@ def test_a_rank_dying_on_another_node_ends_the_trial_and_leaves_nothing(tmp_path
         (row,) = s.trials(model="tiny-neox")
     assert not row["feasible"] and row["failure_message"]
     assert not _processes_with("engine.trial")
+
+
+def test_launch_commands_for_each_launcher(tmp_path):
+    from engine.launcher import launch_commands
+
+    spec = ev.TrialSpec(key="k", model="m", gpu="h100", num_gpus=8, num_nodes=2, methods=space.FREE_LUNCH)
+    env = {"MASTER_ADDR": "node001", "CUDA_VISIBLE_DEVICES": ""}
+    ((cmd, _),) = launch_commands(spec, tmp_path / "s.json", tmp_path / "r.json", "srun", env)
+    assert cmd[:2] == ["srun", "--nodes=2"] and "--ntasks-per-node=1" in cmd and "--kill-on-bad-exit=1" in cmd
+    assert "--nnodes=2" in cmd and "--nproc-per-node=8" in cmd and "--rdzv-backend=c10d" in cmd
+    assert any(a.startswith("--rdzv-endpoint=node001:") for a in cmd) and "--standalone" not in cmd
+    local = launch_commands(spec, tmp_path / "s.json", tmp_path / "r.json", "local-nodes", {})
+    assert len(local) == 2
+    assert [e["CUDA_VISIBLE_DEVICES"] for _, e in local] == ["0,1,2,3,4,5,6,7", "8,9,10,11,12,13,14,15"]
+    assert len({next(a for a in c if a.startswith("--rdzv-endpoint")) for c, _ in local}) == 1  # one rendezvous
+    one = ev.TrialSpec(key="k", model="m", gpu="h100", num_gpus=2, methods=space.FREE_LUNCH)
+    ((cmd, _),) = launch_commands(one, tmp_path / "s.json", tmp_path / "r.json", "local", {})
+    assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
