@@ -413,6 +413,21 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
 
 
 _DOES_NOT_FIT = re.compile(r"does not fit micro-batch (\d+)")
+_FITS_NO_MORE = re.compile(r"fits micro-batch (\d+), no more than (\S+)")
+
+
+def _recorded_floor(row: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The dominance floor a sweep recorded for a trial it called dominated, from its message."""
+    if row.get("failure_kind") != "dominated":
+        return None
+    text = row.get("failure_message") or ""
+    found = _FITS_NO_MORE.search(text)
+    if found:
+        return int(found.group(1)), found.group(2)
+    found = _DOES_NOT_FIT.search(text)
+    if found and int(found.group(1)) >= 2:
+        return int(found.group(1)) // 2, "a combination with fewer methods"
+    return None
 
 
 def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Calibration]:
@@ -512,10 +527,11 @@ def skip_reason(model: Model, gpu: Gpu, methods: Methods, num_gpus: int, cal: Ca
     return None
 
 
-def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Any]:
+def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bool = True) -> dict[str, Any]:
     """What skipping would have saved on measured sweeps: replay each cell's trials in the order they
-    ran, with the dominance floors the sweep had then and kappa calibrated on the other cells only
-    (so a cell never calibrates its own skips). A skip of a trial that produced a result is 'wrong'."""
+    ran, kappa calibrated on the other cells only (so a cell never calibrates its own skips). as_ran
+    takes each dominated trial's floor from what its sweep recorded; otherwise floors come from today's
+    dominance rule (space.is_subset). A skip of a trial that produced a result is 'wrong'."""
     from engine import space
 
     rows = [dict(r) for r in rows if r.get("source") == "measured" and r.get("gpu") in presets.gpus]
@@ -540,6 +556,9 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[st
             for other, mb in fits.items():
                 if other != m and space.is_subset(other, m) and (floor is None or mb > floor):
                     floor, by = mb, other.label
+            recorded = _recorded_floor(r) if as_ran else None
+            if recorded:
+                floor, by = recorded
             found = skip_reason(model, gpu, m, cell[2], cal, floor, by, model.training.batch_size // cell[2])
             if r.get("feasible") and r.get("days") and r.get("micro_batch"):
                 fits[m] = r["micro_batch"]

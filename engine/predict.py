@@ -905,4 +905,5 @@ def validation_report(rows: Sequence[Mapping[str, Any]], presets: Presets) -> di
         cross.append(s)
     report["cross"] = cross
     report["skip"] = memory.replay_skips(rows, presets)
+    report["skip_today"] = memory.replay_skips(rows, presets, as_ran=False)
     return report

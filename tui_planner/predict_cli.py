@@ -274,12 +274,14 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
                   "memory calibration included.[/dim]")
     for line in report["memory"]:
         console.print(f"memory model: {line}", highlight=False)
-    sk = report["skip"]
+    sk, today = report["skip"], report["skip_today"]
     if sk["trials"]:
         share = sk["saved_s"] / sk["search_s"] if sk["search_s"] else 0.0
-        console.print(f"sweep memory skip, replayed on the measured sweeps: {len(sk['skipped'])} of {sk['trials']} "
-                      f"trials skipped, {sk['saved_s'] / 60:.1f} of {sk['search_s'] / 60:.1f} min of search saved "
-                      f"({share:.0%}); {len(sk['wrong'])} skipped a trial that gave a result", highlight=False)
+        console.print(f"sweep memory skip, replayed on the measured sweeps with the dominance they ran with: "
+                      f"{len(sk['skipped'])} of {sk['trials']} trials skipped, {sk['saved_s'] / 60:.1f} of "
+                      f"{sk['search_s'] / 60:.1f} min of search saved ({share:.0%}), {len(sk['wrong'])} of them "
+                      f"with a result; with today's dominance rule: {len(today['skipped'])} trials, "
+                      f"{today['saved_s'] / 60:.1f} min", highlight=False)
     for x in report["cross"]:
         if x["median_abs"] is None:
             continue
