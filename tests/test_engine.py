@@ -171,15 +171,24 @@ def test_out_of_memory_is_a_result_not_a_crash(tmp_path):
     assert not r["feasible"] and r["failure_kind"] == "oom" and "micro-batch 1" in r["failure_message"]
 
 
+@pytest.fixture(autouse=True)
+def _mark_children(monkeypatch, request):
+    """Trial processes inherit this variable: a leftover check counts this test's processes only, not
+    those of another test session running on the same machine."""
+    monkeypatch.setenv("TUI_PLANNER_TEST_MARK", f"{os.getpid()}-{request.node.name}")
+
+
 def _processes_with(text: str) -> list[int]:
+    mark = f"TUI_PLANNER_TEST_MARK={os.environ.get('TUI_PLANNER_TEST_MARK', '')}".encode()
     found = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if text in cmd:
+            if text in cmd and mark in env:
                 found.append(int(pid))
     return found
 

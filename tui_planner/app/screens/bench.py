@@ -83,9 +83,9 @@ class BenchScreen(Screen):
 
     def on_mount(self) -> None:
         t = self.query_one("#trials", DataTable)
-        for label, key in (("combination", "label"), ("state", "state"), ("batch", "mb"), ("days", "days"),
-                           ("MFU", "mfu"), ("time", "time")):
-            t.add_column(label, key=key)
+        for label, key, width in (("combination", "label", 22), ("state", "state", 16), ("batch", "mb", 7),
+                                  ("days", "days", 7), ("MFU", "mfu", 5), ("time", "time", 5)):
+            t.add_column(label, key=key, width=width)
         self.machine = None
         self.started_at = 0.0
         self.current: str | None = None
@@ -218,7 +218,7 @@ class BenchScreen(Screen):
     def _set(self, key: str, column: str, value: str) -> None:
         t = self.query_one("#trials", DataTable)
         try:
-            t.update_cell(key, column, value, update_width=True)
+            t.update_cell(key, column, value)
         except Exception:  # a row that is not in the table (should not happen): leave the table alone
             pass
 

@@ -59,9 +59,11 @@ class PlanScreen(WhatIfScreen):
 
     def on_mount(self) -> None:
         t = self.query_one("#ranking", DataTable)
-        for label, key in (("", "mark"), ("GPUs", "gpus"), ("cost", "hw"), ("days", "days"), ("MFU", "mfu"),
-                           ("from", "source")):
-            t.add_column(label, key=key)
+        # Fixed widths: auto widths computed while rows arrive from a worker were sometimes left at the
+        # labels' widths (seen in a real terminal), cutting "8 x a6000" to "8 x".
+        for label, key, width in (("", "mark", 2), ("GPUs", "gpus", 11), ("cost", "hw", 8), ("days", "days", 7),
+                                  ("MFU", "mfu", 5), ("from", "source", 4)):
+            t.add_column(label, key=key, width=width)
         self.watch(self.app, "ranking", self.show_ranking)
         self.watch(self.app, "state", self.show_state)
         t.focus()

@@ -14,8 +14,8 @@ from tui_planner.app.screens.plan import SOURCE_SHORT
 
 SORTS = (("days", "days"), ("mfu", "MFU"), ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"),
          ("source", "source"))
-COLUMNS = (("model", "model"), ("gpu", "GPU"), ("n", "n"), ("setting", "setting"), ("mb", "batch"),
-           ("days", "days"), ("mfu", "MFU"), ("source", "from"))
+COLUMNS = (("model", "model", 14), ("gpu", "GPU", 7), ("n", "n", 2), ("setting", "setting", 14),
+           ("mb", "batch", 7), ("days", "days", 7), ("mfu", "MFU", 6), ("source", "from", 4))
 
 
 class ResultsScreen(Screen):
@@ -44,8 +44,8 @@ class ResultsScreen(Screen):
     def on_mount(self) -> None:
         self.sort_index, self.reverse, self.rows = 0, False, []
         t = self.query_one("#results", DataTable)
-        for label, key in COLUMNS:
-            t.add_column(label, key=key)
+        for key, label, width in COLUMNS:
+            t.add_column(label, key=key, width=width)
         self.watch(self.app, "db_path", lambda _: self.reload())
         t.focus()
 
