@@ -255,6 +255,10 @@ def test_results_sort_filter_and_open_another_database(db, tmp_path):
             await pilot.pause(0.5)
             assert app.screen.query_one("#f-model", Select).value == "pythia-2.8b"
             assert 0 < table.row_count < everything
+            screen = app.screen
+            screen.query_one("#f-method", Select).value = "zero"
+            await pilot.pause(0.5)
+            assert 0 < table.row_count and all(r["sharding"].startswith("zero") for r in screen.rows)
             await pilot.press("escape", "enter")
             await pilot.pause(0.5)
             assert isinstance(app.screen, TrialDetail)

@@ -18,6 +18,26 @@ COLUMNS = (("model", "model", 14), ("gpu", "GPU", 7), ("n", "n", 2), ("setting",
            ("mb", "batch", 7), ("days", "days", 7), ("mfu", "MFU", 6), ("source", "from", 4))
 
 
+METHOD_FILTERS = (("naive", "naive"), ("free-lunch", "free-lunch only"), ("ckpt", "checkpointing"),
+                  ("zero", "ZeRO (any)"), ("fsdp", "FSDP (any)"), ("zero1", "ZeRO-1"), ("zero2", "ZeRO-2"),
+                  ("zero3", "ZeRO-3"), ("fsdp2", "FSDP-2"), ("fsdp3", "FSDP-3"), ("offload", "offloading"))
+
+
+def uses(r: dict, method: str) -> bool:
+    """Whether a trial's settings include a method (a paper row whose setting is unreadable does not)."""
+    sharding = r.get("sharding") or ""
+    if method == "naive":
+        return r.get("free_lunch") is False
+    if method == "free-lunch":
+        return bool(r.get("free_lunch")) and sharding == "none" and not r.get("activation_checkpointing") \
+            and not r.get("offloading")
+    if method == "ckpt":
+        return bool(r.get("activation_checkpointing"))
+    if method == "offload":
+        return bool(r.get("offloading"))
+    return sharding.startswith(method)
+
+
 class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
@@ -36,6 +56,7 @@ class ResultsScreen(Screen):
             yield Select([(str(n), n) for n in (1, 2, 4, 8, 16, 32)], prompt="GPUs", compact=True, id="f-n")
             yield Select([(s, s) for s in ("measured", "paper", "predicted")], prompt="source", compact=True,
                          id="f-source")
+            yield Select([(label, key) for key, label in METHOD_FILTERS], prompt="method", compact=True, id="f-method")
             yield Checkbox("fits", value=False, compact=True, id="f-feasible")
         yield DataTable(id="results", cursor_type="row")
         yield Static("", id="results-status")
@@ -55,7 +76,7 @@ class ResultsScreen(Screen):
             return None if v is Select.NULL or v == Select.BLANK else v
 
         return {"model": val("#f-model"), "gpu": val("#f-gpu"), "num_gpus": val("#f-n"), "source": val("#f-source"),
-                "feasible": True if self.query_one("#f-feasible", Checkbox).value else None}
+                "method": val("#f-method"), "feasible": True if self.query_one("#f-feasible", Checkbox).value else None}
 
     @on(Select.Changed)
     @on(Checkbox.Changed)
@@ -68,7 +89,8 @@ class ResultsScreen(Screen):
         try:
             if f["source"]:
                 f["source"] += "*"  # "paper" matches paper-table1 and paper-table4
-            rows = cur.trials(**f)
+            method = f.pop("method")
+            rows = [r for r in cur.trials(**f) if method is None or uses(r, method)]
         finally:
             cur.close()
         self.app.call_from_thread(self._show, rows)
