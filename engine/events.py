@@ -128,3 +128,15 @@ class SweepFinished:
 
 # Lines a trial process prints on stdout for its parent start with this marker, then JSON.
 MARKER = "@@tui-planner "
+
+
+def parse_marker(line: str) -> dict | None:
+    """The event a marked line carries, or None for a line of ordinary output (or a garbled one)."""
+    if not line.startswith(MARKER):
+        return None
+    import json
+
+    try:
+        return json.loads(line[len(MARKER):])
+    except json.JSONDecodeError:
+        return {}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.environment import clear_build_locks, die_with_parent, trial_env
-from engine.events import MARKER, BatchTried, Log, Measuring, TrialSpec
+from engine.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,12 +142,9 @@ def run_trial(
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")
-            if line.startswith(MARKER):
-                try:
-                    ev = json.loads(line[len(MARKER):])
-                except json.JSONDecodeError:
-                    continue
-                kind = ev.pop("event")
+            ev = parse_marker(line)
+            if ev is not None:
+                kind = ev.pop("event", None)
                 if kind == "batch":
                     on_event(BatchTried(spec.key, ev["micro_batch"], ev["fits"]))
                 elif kind == "measuring":

@@ -356,18 +356,26 @@ def main(argv: list[str] | None = None) -> int:
         result = {"status": "failed", "failure_message": f"{type(e).__name__}: {e}"[:2000],
                   "traceback": traceback.format_exc()[-4000:]}
         code = 1
+    emit("done", status=result.get("status"))
+    finish_rank(result, out_path)
+    return code
+
+
+def finish_rank(result: dict[str, Any], out_path: str) -> None:
+    """Rank 0 writes the result (atomically: the parent never reads half a file); every rank leaves the
+    process group. Shared by the benchmark's trials and verify's training runs."""
+    import torch.distributed as dist
+
     if RANK == 0:
         tmp = out_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(result, f)
         os.replace(tmp, out_path)
-    emit("done", status=result.get("status"))
     if dist.is_initialized():
         try:
             dist.destroy_process_group()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - leaving is best effort; the result is already written
             pass
-    return code
 
 
 if __name__ == "__main__":

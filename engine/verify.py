@@ -29,7 +29,7 @@ from typing import Callable
 from engine import recipe
 from engine.environment import die_with_parent, host_info, probe, trial_env
 from engine.errors import PlannerError
-from engine.events import MARKER
+from engine.events import parse_marker
 from engine.launcher import ROOT, _kill_group
 
 RESULT = "verify.json"
@@ -174,11 +174,8 @@ def _launch(cmd: list[str], workdir: Path, timeout_s: float,
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip("\n")
-            if line.startswith(MARKER):
-                try:
-                    ev = json.loads(line[len(MARKER):])
-                except json.JSONDecodeError:
-                    continue
+            ev = parse_marker(line)
+            if ev is not None:
                 if ev.get("event") == "step":
                     on_event(VerifyStep(ev["index"], ev["step_s"], ev["warmup"]))
                 continue

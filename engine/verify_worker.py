@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Any
 
-from engine.trial import RANK, Timer, _versions, emit, is_oom
+from engine.trial import Timer, _versions, emit, finish_rank, is_oom
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -122,18 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"status": "oom" if oom else "failed", "traceback": traceback.format_exc()[-4000:],
                   "failure_message": ("out of memory: " if oom else "") + f"{type(e).__name__}: {e}"[:2000]}
         code = 1
-    if RANK == 0:
-        tmp = out_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f)
-        os.replace(tmp, out_path)
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001
-            pass
+    finish_rank(result, out_path)
     return code
 
 

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from conftest import ROOT
-from engine import formulas
 from engine.buildb import build
 from engine.paths import shipped_db
 from engine.presets import load_presets

@@ -2,7 +2,6 @@
 
 import csv
 import datetime as dt
-from pathlib import Path
 
 import pytest
 

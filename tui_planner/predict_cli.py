@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.predict import build_predictor, leave_one_out
+    from engine.predict import build_predictor
     from engine.presets import load_presets
 
     presets = load_presets(args.presets)

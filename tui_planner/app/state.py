@@ -5,7 +5,7 @@ No Textual here: the nudges and the verdict are plain functions, so they are tes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from engine.errors import PlannerError
