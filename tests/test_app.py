@@ -543,3 +543,19 @@ def test_verdict_on_a_predicted_winner_says_so_with_its_band():
     s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
     lines = st.verdict([_row("b200", 1, 36_000, 21.3, source="predicted", days_low=18.0, days_high=26.0)], s)
     assert "predicted, not measured (18.0-26.0 days)" in lines[1] and "implausible" not in lines[1]
+
+
+def test_quitting_cancels_the_exit_watchdog(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            app._terminate()  # what SIGTERM or SIGHUP runs
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if not app.is_running:
+                    break
+        return app
+
+    app = asyncio.run(go())
+    assert app._watchdog is not None and app._watchdog.finished.is_set()  # cancelled: it will not fire

@@ -77,6 +77,7 @@ class PlannerApp(App):
         self.preset_paths = tuple(preset_paths)
         self.store: Store = Store.open(db, read_only=True, create=False)
         self.sweep: SweepHandle | None = None
+        self._watchdog = None
         self.theme = LIGHT if light else DARK
         first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
         presets.model(first)
@@ -99,6 +100,15 @@ class PlannerApp(App):
     def _terminate(self) -> None:
         self.stop_sweep(now=True)
         self.run_worker(self._exit_after_sweep(), exclusive=True, group="exit")
+        # If the UI cannot get there (a terminal gone mid-write, a busy loop), leave anyway: trial processes
+        # die with us (PR_SET_PDEATHSIG), and the database keeps every committed trial (DuckDB's WAL).
+        import os
+        import threading
+
+        if self._watchdog is None:
+            self._watchdog = threading.Timer(30.0, os._exit, args=(143,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
 
     async def _exit_after_sweep(self) -> None:
         if self.sweep is not None and self.sweep.worker is not None:
@@ -108,6 +118,8 @@ class PlannerApp(App):
     def on_unmount(self) -> None:
         self.stop_sweep(now=True)
         self.store.close()
+        if self._watchdog is not None:  # we got out in time
+            self._watchdog.cancel()
 
     # --- shared state --------------------------------------------------------------------------------
 
