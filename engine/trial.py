@@ -254,8 +254,9 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP a pass
     # inside gradient accumulation skips the all-reduce (no_sync) and only the last one of a step runs
     # it: passes are timed inside no_sync, and the all-reduce is timed apart (one synced pass minus one
-    # local pass) and counted once per step. ZeRO and FSDP reduce gradients on every pass, so their
-    # passes include it.
+    # local pass) and counted once per step. Under ZeRO and FSDP each timed pass includes its gradient
+    # reduction: right for ZeRO-2/3 and FSDP, an upper bound for ZeRO-1, which real training (DeepSpeed
+    # told the accumulation) reduces only at the boundary.
     passes, updates, synced = [], [], []
     ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
     while True:
@@ -267,12 +268,12 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             passes.append(timer.time(lambda: stepper.pass_(batch)))
         updates.append(timer.time(stepper.update))
         n = len(passes)
-        if n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s):
+        done = n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s)
+        if not done and n >= max(2, spec.repetitions):
+            done = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n) < 0.005
+        # Each rank sees its own timings: all stop when any would, or one waits forever in the next pass.
+        if not agree(not done):
             break
-        if n >= max(2, spec.repetitions):
-            rel = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n)
-            if rel < 0.005:
-                break
     out: dict[str, Any] = {
         "pass_s": statistics.median(passes), "update_s": statistics.median(updates),
         "pass_spread_s": max(passes) - min(passes), "update_spread_s": max(updates) - min(updates),
