@@ -360,6 +360,15 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             await pilot.press("v")
             await pilot.pause(0.5)
             assert type(app.screen).__name__ == "ResultsScreen" and app.db_path == str(out)
+            # browsing that file read-only must not stop the next sweep from writing it
+            first = app.sweep.worker
+            await pilot.press("3", "r")
+            for _ in range(600):
+                await pilot.pause(0.1)
+                if app.sweep.worker is not first and app.sweep.worker.is_finished:
+                    break
+            assert app.sweep.worker is not first and app.db_path != str(out)
+            assert "2 resumed" in text(app, "#progress-label")
 
     asyncio.run(go())
 

@@ -112,7 +112,10 @@ class PlannerApp(App):
 
     async def _exit_after_sweep(self) -> None:
         if self.sweep is not None and self.sweep.worker is not None:
-            await self.sweep.worker.wait()
+            try:
+                await self.sweep.worker.wait()
+            except Exception:  # noqa: BLE001 - a failed sweep was already reported; leave anyway
+                pass
         self.exit()
 
     def on_unmount(self) -> None:
@@ -144,6 +147,8 @@ class PlannerApp(App):
             result = Ranking(state, tuple(rows), tuple(no_data_gpus(cur, req, self.presets)))
         except PlannerError as e:
             result = Ranking(state, error=str(e))
+        except Exception as e:  # noqa: BLE001 - e.g. a database that is not ours: say so on screen
+            result = Ranking(state, error=f"cannot rank: {type(e).__name__}: {e}")
         finally:
             cur.close()
         if not get_current_worker().is_cancelled:
@@ -154,10 +159,27 @@ class PlannerApp(App):
         new = Store.open(Path(path).expanduser(), read_only=True, create=False)
         old, self.store = self.store, new
         self.db_path = str(new.path)
-        old.close()
+        self._close_when_idle(old)
         if self.state is not None:
             self.rank_in_background(self.state)
         self.notify(f"Opened {new.path}", title="Database")
+
+    def _close_when_idle(self, store: Store, tries: int = 20) -> None:
+        """Close a store a worker may still be reading through a cursor; DuckDB refuses while a query
+        runs, so try again a little later."""
+        try:
+            store.close()
+        except Exception:  # noqa: BLE001 - duckdb's "resource in use": a cursor is mid-query
+            if tries:
+                self.set_timer(0.5, lambda: self._close_when_idle(store, tries - 1))
+
+    def release_database(self, path: str | Path) -> None:
+        """Stop browsing `path` (a sweep is about to write it: DuckDB will not open one file both ways in
+        one process); browse the shipped database meanwhile."""
+        from engine.paths import shipped_db
+
+        if self.store.path is not None and Path(self.store.path).resolve() == Path(path).resolve():
+            self.open_database(shipped_db())
 
     # --- actions -------------------------------------------------------------------------------------
 

@@ -38,14 +38,14 @@ class EngineEvent(Message):
 class SweepDone(Message):
     """The sweep's worker returned: close the database after every event before it has been shown."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, cursor) -> None:
         super().__init__()
-        self.store = store
+        self.store, self.cursor = store, cursor
 
 
 class BenchScreen(Screen):
     BINDINGS = [
-        Binding("r", "start", "Run/resume", tooltip="start the sweep (a stopped one resumes)"),
+        Binding("r", "start", "Run", tooltip="start the sweep (a stopped one resumes)"),
         Binding("p", "pause", "Pause", tooltip="stop after the running trial"),
         Binding("x", "stop", "Stop", tooltip="kill the running trial and stop"),
         Binding("l", "toggle_log", "Log", tooltip="show or hide the trials' output"),
@@ -146,6 +146,7 @@ class BenchScreen(Screen):
         try:
             req = self.request()
             req.db.parent.mkdir(parents=True, exist_ok=True)
+            self.app.release_database(req.db)  # browsing it read-only would block writing it
             from engine.store import Store
 
             store = Store.open(req.db, read_only=False)
@@ -161,11 +162,11 @@ class BenchScreen(Screen):
         self.started_at = time.monotonic()
         self.write_cursor = store.cursor()
         self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event())
-        self.app.sweep.worker = self.run_sweep(req, store, self.app.sweep)
+        self.app.sweep.worker = self.run_sweep(req, store, self.write_cursor, self.app.sweep)
         self._label("starting…")
 
     @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
-    def run_sweep(self, req, store, handle) -> None:
+    def run_sweep(self, req, store, cursor, handle) -> None:
         from engine.sweep import run_sweep
 
         try:
@@ -179,7 +180,7 @@ class BenchScreen(Screen):
             raise
         finally:
             # Events posted before this are still queued: the UI closes the store after showing them.
-            self.post_message(SweepDone(store))
+            self.post_message(SweepDone(store, cursor))
 
     def action_pause(self) -> None:
         if self.app.sweep_running():
@@ -260,8 +261,8 @@ class BenchScreen(Screen):
 
     @on(SweepDone)
     def _done(self, message: SweepDone) -> None:
-        if self.write_cursor is not None:
-            self.write_cursor.close()
+        message.cursor.close()
+        if self.write_cursor is message.cursor:
             self.write_cursor = None
         message.store.close()
 

@@ -8,14 +8,16 @@ from textual.screen import Screen
 
 from tui_planner.app import state as st
 
+# The footer shows one entry per pair ("[ ]" budget, ", ." deadline) so the 80-column footer keeps room
+# for the screen keys, help and quit; the help screen lists each key.
 WHAT_IF_BINDINGS = [
-    Binding("right_square_bracket", "budget(1)", "Budget+", key_display="]", tooltip="budget +$10k"),
-    Binding("left_square_bracket", "budget(-1)", "Budget-", key_display="[", tooltip="budget -$10k"),
-    Binding("full_stop", "deadline(1)", "Days+", key_display=".", tooltip="deadline +10 days"),
-    Binding("comma", "deadline(-1)", "Days-", key_display=",", tooltip="deadline -10 days"),
-    Binding("m", "model(1)", "Model", tooltip="next model"),
+    Binding("right_square_bracket", "budget(1)", "budget", key_display="[]", tooltip="budget +$10k"),
+    Binding("left_square_bracket", "budget(-1)", "Budget-", show=False, key_display="[", tooltip="budget -$10k"),
+    Binding("full_stop", "deadline(1)", "days", key_display=",.", tooltip="deadline +10 days"),
+    Binding("comma", "deadline(-1)", "Days-", show=False, key_display=",", tooltip="deadline -10 days"),
+    Binding("m", "model(1)", "model", tooltip="next model"),
     Binding("M", "model(-1)", "Prev model", show=False, tooltip="previous model"),
-    Binding("s", "sources", "Sources", tooltip="cycle which sources are trusted"),
+    Binding("s", "sources", "src", tooltip="cycle which sources are trusted"),
 ]
 
 

@@ -31,6 +31,10 @@ HELP_INTRO = (
 )
 
 
+KEY_NAMES = {"right_square_bracket": "]", "left_square_bracket": "[", "full_stop": ".", "comma": ",",
+             "question_mark": "?"}
+
+
 def binding_rows() -> list[tuple[str, str, str]]:
     """(screen, keys, what) for every binding, read from the classes so the help is never stale."""
     import importlib
@@ -41,7 +45,7 @@ def binding_rows() -> list[tuple[str, str, str]]:
         for b in klass.BINDINGS:
             if isinstance(b, tuple):
                 continue
-            keys = b.key_display or ", ".join(k.replace("question_mark", "?") for k in b.key.split(","))
+            keys = ", ".join(KEY_NAMES.get(k, k) for k in b.key.split(","))
             out.append((title, keys, b.tooltip or b.description))
     return out
 

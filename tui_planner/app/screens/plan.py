@@ -24,8 +24,8 @@ def option_mark(r: dict) -> str:
 class PlanScreen(WhatIfScreen):
     BINDINGS = [
         *WHAT_IF_BINDINGS,
-        Binding("g", "focus_gpus", "GPUs", tooltip="choose GPU types (space toggles)"),
-        Binding("e", "edit", "Edit", tooltip="type the budget, deadline, prices…"),
+        Binding("g", "focus_gpus", "GPUs", show=False, tooltip="choose GPU types (space toggles)"),
+        Binding("e", "edit", "Edit", show=False, tooltip="type the budget, deadline, prices…"),
         Binding("escape", "focus_table", "Table", show=False),
         Binding("enter", "details", "Details", show=False, tooltip="the result behind the highlighted option"),
     ]

@@ -7,6 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.worker import get_current_worker
 from textual.widgets import Checkbox, DataTable, Footer, Header, Select, Static
 
 from tui_planner import format as fmt
@@ -42,8 +43,8 @@ class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
         Binding("s", "sort", "Sort", tooltip="cycle the sort column"),
-        Binding("r", "reverse", "Reverse", tooltip="reverse the sort order"),
-        Binding("o", "app.open_db", "Open DB", tooltip="browse another results file"),
+        Binding("r", "reverse", "Rev", tooltip="reverse the sort order"),
+        Binding("o", "app.open_db", "Open", tooltip="browse another results file"),
         Binding("escape", "focus_table", "Table", show=False),
     ]
 
@@ -73,7 +74,7 @@ class ResultsScreen(Screen):
     def filters(self) -> dict:
         def val(sel: str):
             v = self.query_one(sel, Select).value
-            return None if v is Select.NULL or v == Select.BLANK else v
+            return None if v is Select.NULL else v
 
         return {"model": val("#f-model"), "gpu": val("#f-gpu"), "num_gpus": val("#f-n"), "source": val("#f-source"),
                 "method": val("#f-method"), "feasible": True if self.query_one("#f-feasible", Checkbox).value else None}
@@ -93,7 +94,8 @@ class ResultsScreen(Screen):
             rows = [r for r in cur.trials(**f) if method is None or uses(r, method)]
         finally:
             cur.close()
-        self.app.call_from_thread(self._show, rows)
+        if not get_current_worker().is_cancelled:  # a newer filter (or database) has its own load
+            self.app.call_from_thread(self._show, rows)
 
     def _show(self, rows: list[dict]) -> None:
         key, _ = SORTS[self.sort_index]
