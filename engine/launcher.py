@@ -80,6 +80,10 @@ def launch_commands(spec: TrialSpec, spec_path: Path, out_path: Path, launcher: 
         endpoint = f"{env.get('MASTER_ADDR') or socket.gethostname()}:{free_port()}"
         srun = ["srun", f"--nodes={spec.num_nodes}", f"--ntasks={spec.num_nodes}", "--ntasks-per-node=1",
                 "--kill-on-bad-exit=1", "--export=ALL"]
+        if spec.device == "cuda":  # a step gets no GPUs (and one CPU) unless it asks, on recent Slurm
+            srun.append(f"--gpus-per-node={spec.num_gpus}")
+        if env.get("SLURM_CPUS_ON_NODE"):
+            srun.append(f"--cpus-per-task={env['SLURM_CPUS_ON_NODE']}")
         return [(srun + torchrun_command(spec, spec_path, out_path, endpoint), env)]
     endpoint = f"127.0.0.1:{free_port()}"
     out = []
@@ -93,9 +97,35 @@ def launch_commands(spec: TrialSpec, spec_path: Path, out_path: Path, launcher: 
     return out
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below pid, read from /proc (torchrun starts its workers in sessions of their own,
+    so killing torchrun's group does not reach them)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    out, frontier = [], {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier}
+        out += frontier
+    return out
+
+
 def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """Kill the trial's whole process group. With start_new_session the group id is the leader's pid,
-    which stays valid for the group after torchrun itself has exited and been reaped."""
+    """Kill the trial: torchrun's process group (the group id is the leader's pid, valid after torchrun
+    itself has exited), then whatever it started in sessions of its own (its workers and their builds)."""
+    below = _descendants(proc.pid)
+    _kill_pgid(proc, grace_s)
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _kill_pgid(proc: subprocess.Popen, grace_s: float) -> None:
     pgid = proc.pid
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
@@ -130,6 +160,8 @@ def run_trial(
     out_path.unlink(missing_ok=True)
     spec_path.write_text(spec.to_json())
     env = trial_env()
+    if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, spec.num_gpus)))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     t0, started = time.perf_counter(), time.time()
     procs = [subprocess.Popen(
@@ -137,6 +169,7 @@ def run_trial(
         cwd=str(workdir), start_new_session=True, preexec_fn=die_with_parent, bufsize=1,
     ) for cmd, cmd_env in launch_commands(spec, spec_path, out_path, launcher, env)]
     tail: collections.deque[str] = collections.deque(maxlen=60)
+    printed: dict = {}
 
     def read(proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
@@ -151,6 +184,8 @@ def run_trial(
                     on_event(Measuring(spec.key, ev["micro_batch"]))
                 elif kind == "log":
                     on_event(Log(spec.key, ev["line"]))
+                elif kind == "result":  # also printed, for a result file another node wrote over NFS
+                    printed.update(ev.get("result") or {})
                 continue
             tail.append(line)
             on_event(Log(spec.key, line))
@@ -166,12 +201,10 @@ def run_trial(
             break
         if any(c for c in codes if c is not None) and len(procs) > 1:
             # One node's agent failed: the others wait on a rendezvous or a collective that will never
-            # complete. Give them a moment to fail by themselves, then end the trial.
-            try:
-                for p in procs:
-                    p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
+            # complete. Give them 15 s in all to fail by themselves, then end the trial.
+            end = time.perf_counter() + 15
+            while time.perf_counter() < end and any(p.poll() is None for p in procs):
+                time.sleep(0.2)
             break
         if stop is not None and stop.is_set():
             status = "stopped"
@@ -197,6 +230,8 @@ def run_trial(
             result = json.loads(out_path.read_text())
         except json.JSONDecodeError:
             result = {}
+    if not result and printed:
+        result = printed
     if status == "timeout":
         return TrialOutcome("timeout", result, f"killed after {timeout_s:.0f} s without a result (hung or too slow)",
                             duration, list(tail))

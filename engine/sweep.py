@@ -72,9 +72,14 @@ def _resolve_gpu(req: SweepRequest, presets: Presets, machine: Machine | None) -
     if machine is None or not machine.gpus:
         why = machine.message if machine is not None and machine.message else "no GPU found here"
         raise PlannerError(f"{why}; use --device cpu with a tiny model to try the engine")
+    import os
+
     here = req.num_gpus * (req.num_nodes if req.launcher == "local-nodes" else 1)
-    if machine.gpu_count < here:
-        raise PlannerError(f"asked for {here} GPUs on this machine but it has {machine.gpu_count}")
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    have = min(machine.gpu_count, len(visible)) if visible else machine.gpu_count
+    if have < here:
+        raise PlannerError(f"asked for {here} GPUs on this machine but it has {have}"
+                           + (" visible (CUDA_VISIBLE_DEVICES)" if visible else ""))
     if req.gpu:
         presets.gpu(req.gpu)
         return req.gpu
@@ -243,7 +248,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         fits = _measured_micro_batches(store, specs)
         # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
         shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
-        with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared) as tmp:
+        with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared,
+                                         ignore_cleanup_errors=True) as tmp:  # NFS leaves .nfs* files a while
             for i, spec in enumerate(specs):
                 label = spec.methods.label
                 if spec.key in done:

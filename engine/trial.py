@@ -372,6 +372,7 @@ def finish_rank(result: dict[str, Any], out_path: str) -> None:
         with open(tmp, "w") as f:
             json.dump(result, f)
         os.replace(tmp, out_path)
+        emit("result", result=result)  # the parent may be on another node, behind an NFS cache
     if dist.is_initialized():
         try:
             dist.destroy_process_group()

@@ -163,7 +163,7 @@ class TrialDetail(ModalScreen[None]):
     def on_mount(self) -> None:
         self.load()
 
-    @work(thread=True, exclusive=True)
+    @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
         cur = self.app.store.cursor()
         try:
@@ -190,7 +190,7 @@ class TrialDetail(ModalScreen[None]):
         default = f"./{self.row['model']}-{self.row['num_gpus']}x{self.row['gpu']}-settings"
         self.app.push_screen(AskPath("Export training settings to folder", default), chosen)
 
-    @work(thread=True)
+    @work(thread=True, exit_on_error=False)
     def export_to(self, path: str) -> None:
         from engine import recipe
         from engine.errors import PlannerError
@@ -199,7 +199,7 @@ class TrialDetail(ModalScreen[None]):
         try:
             choice = recipe.pick(cur, self.app.presets, None, None, None, trial_id=self.trial_id)
             written = recipe.write(recipe.build(choice, self.app.presets, self.app.store.path), Path(path))
-        except (PlannerError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - PlannerError, OSError, or a bug: say it, keep the app
             self.app.call_from_thread(self.app.notify, str(e), title="Export failed", severity="error", timeout=10)
             return
         finally:
