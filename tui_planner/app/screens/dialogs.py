@@ -193,7 +193,6 @@ class TrialDetail(ModalScreen[None]):
     @work(thread=True, exit_on_error=False)
     def export_to(self, path: str) -> None:
         from engine import recipe
-        from engine.errors import PlannerError
 
         cur = self.app.store.cursor()
         try:
