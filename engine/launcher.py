@@ -97,7 +97,7 @@ def launch_commands(spec: TrialSpec, spec_path: Path, out_path: Path, launcher: 
     return out
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below pid, read from /proc (torchrun starts its workers in sessions of their own,
     so killing torchrun's group does not reach them)."""
     parents: dict[int, int] = {}
@@ -116,7 +116,7 @@ def _descendants(pid: int) -> list[int]:
 def _kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     """Kill the trial: torchrun's process group (the group id is the leader's pid, valid after torchrun
     itself has exited), then whatever it started in sessions of its own (its workers and their builds)."""
-    below = _descendants(proc.pid)
+    below = descendants(proc.pid)
     _kill_pgid(proc, grace_s)
     for pid in below:
         try:

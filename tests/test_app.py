@@ -26,6 +26,7 @@ from engine.store import Store
 from tui_planner.app import chart
 from tui_planner.app import state as st
 from tui_planner.app.app import PlannerApp
+from engine.launcher import descendants
 from tui_planner.app.screens.dialogs import HelpScreen, TrialDetail, binding_rows
 
 SIZE = (80, 24)
@@ -422,21 +423,6 @@ def cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def descendants(pid: int) -> list[int]:
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    out, frontier = [], {pid}
-    while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier}
-        out += frontier
-    return out
 
 
 # --- snapshots of the main screens at 80x24 ---------------------------------------------------------

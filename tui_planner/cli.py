@@ -175,12 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "db":
             return _db(args)
         if args.command == "rank":
-            from engine.presets import load_presets
             from tui_planner import rank_cli
 
-            presets = load_presets(args.presets)
-            with _open_store(args) as store:
-                return rank_cli.run(args, store, presets)
+            return _with_store(args, rank_cli.run)
         if args.command == "bench":
             from tui_planner import bench
 
@@ -190,12 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return predict_cli.run(args)
         if args.command == "export":
-            from engine.presets import load_presets
             from tui_planner import export_cli
 
-            presets = load_presets(args.presets)
-            with _open_store(args) as store:
-                return export_cli.run_export(args, store, presets)
+            return _with_store(args, export_cli.run_export)
         if args.command == "verify":
             from tui_planner import export_cli
 
@@ -217,6 +211,15 @@ def _open_store(args: argparse.Namespace, path: str | None = None):
 
     target = path or args.db or shipped_db()
     return Store.open(target, read_only=True, create=False)  # browsing never locks a file a sweep writes
+
+
+def _with_store(args: argparse.Namespace, command) -> int:
+    """Run a command that reads the presets and the results database (read-only)."""
+    from engine.presets import load_presets
+
+    presets = load_presets(args.presets)
+    with _open_store(args) as store:
+        return command(args, store, presets)
 
 
 def _app(args: argparse.Namespace) -> int:

@@ -81,13 +81,13 @@ class PlannerApp(App):
         self.theme = LIGHT if light else DARK
         first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
         presets.model(first)
-        self._initial = PlanState(model=first)
+        self.initial = PlanState(model=first)
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
 
     # --- life cycle ----------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.state = self._initial
+        self.state = self.initial
         import asyncio
 
         loop = asyncio.get_running_loop()

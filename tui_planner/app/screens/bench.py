@@ -62,7 +62,7 @@ class BenchScreen(Screen):
         with Horizontal(classes="form-row"):
             yield Label("Model", classes="name")
             yield Select([(m, m) for m in p.models], allow_blank=False, compact=True, id="b-model",
-                         value=self.app._initial.model)
+                         value=self.app.initial.model)
             yield Label(" GPUs", classes="short")
             yield Input("1", restrict=r"[0-9]*", compact=True, id="b-gpus")
             yield Select([("all methods", "all"), ("free-lunch", "free-lunch"), ("naive", "naive")],

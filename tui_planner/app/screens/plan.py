@@ -38,7 +38,7 @@ class PlanScreen(WhatIfScreen):
                 with Horizontal(classes="field"):
                     yield Label("Model", classes="name")
                     yield Select([(m, m) for m in presets.models], allow_blank=False, compact=True, id="model",
-                                 value=self.app._initial.model)
+                                 value=self.app.initial.model)
                 for key, label, tip in (("budget", "Budget $", "e.g. 50000, 50k"),
                                         ("deadline", "Deadline d", "days; empty: none"),
                                         ("lifespan", "Lifespan y", "years to amortise"),
