@@ -57,6 +57,12 @@ def die_with_parent() -> None:
 SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
+# Near full memory the caching allocator fragments; when a malloc fails it frees its whole cache and
+# retries, which stalls the GPU. Growable segments avoid both. A user's own setting wins; export's
+# launch.sh sets the same, so a training run sees the allocator the benchmark saw.
+DEFAULT_ALLOC_CONF = "expandable_segments:True"
+
+
 def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for trial processes: safe NCCL settings, a parseable arch list, unbuffered output."""
     env = dict(os.environ if base is None else base)
@@ -66,6 +72,8 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
+    if not env.get("PYTORCH_CUDA_ALLOC_CONF") and not env.get("PYTORCH_ALLOC_CONF"):
+        env["PYTORCH_CUDA_ALLOC_CONF"] = DEFAULT_ALLOC_CONF
     return env
 
 

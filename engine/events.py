@@ -32,7 +32,7 @@ class TrialSpec:
     time_budget_s: float = 30.0  # stop repeating after this much timed work (at least 3 repetitions)
     warmup: int = 2
     verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
-    verify_accum: int = 8
+    verify_accum: int = 0  # accumulation of the verify run; 0: the configuration's own
     cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
     fault: str | None = None  # test hook: "crash", "crash-rank1" or "hang" after start
     seed: int = 0
@@ -108,6 +108,9 @@ class TrialFinished:
     micro_batch: int | None = None
     message: str | None = None
     duration_s: float = 0.0
+    # With bench --verify-steps: the steady run's mean step beside the model's pass x accumulation + update.
+    verify_step_s: float | None = None
+    verify_predicted_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class SweepFinished:
 
     counts: dict[str, int] = field(default_factory=dict)
     stopped: bool = False
+    reason: str = ""  # why it stopped early (e.g. the time limit), for the user
 
 
 # Lines a trial process prints on stdout for its parent start with this marker, then JSON.

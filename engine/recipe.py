@@ -300,6 +300,9 @@ def _launch(plan: dict, model: Model) -> str:
     attn = plan["attn_implementation"]
     model_line = (f"#   model = {model.hf_class}._from_config(config, attn_implementation=\"{attn}\")"
                   if attn and attn != "none" else f"#   model = {model.hf_class}._from_config(config)")
+    conf = (plan.get("provenance") or {}).get("alloc_conf")
+    # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.
+    alloc = f'export PYTORCH_CUDA_ALLOC_CONF="${{PYTORCH_CUDA_ALLOC_CONF:-{conf}}}"\n' if conf else ""
     return f"""#!/usr/bin/env bash
 # {model.name} on {cell}: {plan['methods']}, micro-batch \
 {plan['micro_batch']} x {plan['grad_accum']} accumulation
@@ -313,7 +316,7 @@ def _launch(plan: dict, model: Model) -> str:
 {extra}# Check the speed first: tui-planner verify DIR (trains these settings on random data).
 # The same with Accelerate: {acc} YOUR_TRAIN.py
 set -euo pipefail
-script=$(realpath "${{1:?usage: bash launch.sh YOUR_TRAIN.py [ARGS...]}}"); shift
+{alloc}script=$(realpath "${{1:?usage: bash launch.sh YOUR_TRAIN.py [ARGS...]}}"); shift
 cd "$(dirname "$(realpath "$0")")"
 exec torchrun {where} "$script" "$@"
 """

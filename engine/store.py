@@ -390,13 +390,18 @@ class Store:
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         return self.query(f"SELECT * FROM trials {clause} ORDER BY {order}", params)
 
-    def done_keys(self, keys: Iterable[str], final_only: bool = False) -> set[str]:
+    def done_keys(self, keys: Iterable[str], final_only: bool = False, pruned_final: bool = True) -> set[str]:
         """Which trial keys already have a result: a resumed sweep skips them. With final_only, a
-        timeout, a crash or a stop does not count: those are tried again."""
+        timeout, a crash or a stop does not count: those are tried again; without pruned_final, neither
+        does a combination that was pruned (dominated) rather than measured."""
         keys = list(keys)
         if not keys:
             return set()
-        final = " AND (feasible OR failure_kind IN ('oom', 'dominated', 'refused'))" if final_only else ""
+        final = ""
+        if final_only:
+            kinds = "'oom', 'dominated', 'refused'" if pruned_final else "'oom', 'refused'"
+            measured = "feasible" if pruned_final else "(feasible AND failure_kind IS NULL)"
+            final = f" AND ({measured} OR failure_kind IN ({kinds}))"
         rows = self.con.execute(
             f"SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?)){final}", [keys]
         ).fetchall()

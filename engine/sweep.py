@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -43,7 +44,7 @@ class SweepRequest:
     repetitions: int = 5
     warmup: int = 2
     verify_steps: int = 0  # a steady run of this many real steps checks the free-lunch result
-    verify_accum: int = 4
+    verify_accum: int = 0  # 0: the configuration's own accumulation (a true steady run)
     max_micro_batch: int | None = None
     cpu_memory_limit_mb: int | None = None
     compile: bool = True
@@ -54,6 +55,9 @@ class SweepRequest:
     # Skip combinations the memory model (engine/memory.py, calibrated on measured fits) says cannot fit
     # or cannot beat a dominating one; recorded as source 'predicted', failure_kind 'memory'. CUDA only.
     memory_skip: bool = True
+    # Start no new trial after this many seconds (a SLURM job's or a lent machine's time limit): the sweep
+    # ends as stopped after the running trial, and the same request resumes it. None: no limit.
+    stop_after_s: float | None = None
 
 
 def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
@@ -180,7 +184,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
-              "optimizer_update_s", "synced_pass_times_s"):
+              "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":
@@ -224,9 +228,10 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             raise PlannerError("a sweep needs a database to write: pass --db FILE")
         store = Store.open(req.db, read_only=False)
     try:
-        done = store.done_keys([s.key for s in specs], final_only=True)
+        # An exhaustive sweep also measures what an earlier, pruned one left as dominated or skipped.
+        done = store.done_keys([s.key for s in specs], final_only=True, pruned_final=not req.exhaustive)
         skip_cal = _memory_calibration(req, presets, store)
-        if skip_cal is not None:  # skipped by the memory model before: still skipped while skipping is on
+        if skip_cal is not None and not req.exhaustive:  # skipped by the memory model: still skipped
             done |= _memory_skipped_keys(store, specs)
         info = host_info()
         run = Run(
@@ -245,6 +250,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id,
                               labels=tuple(s.methods.label for s in specs), keys=tuple(s.key for s in specs)))
         counts: dict[str, int] = {}
+        out_of_time = ""
+        t0 = time.monotonic()
         fits = _measured_micro_batches(store, specs)
         # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
         shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
@@ -257,6 +264,10 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     counts["resumed"] = counts.get("resumed", 0) + 1
                     continue
                 if (stop is not None and stop.is_set()) or (pause is not None and pause.is_set()):
+                    break
+                if req.stop_after_s is not None and time.monotonic() - t0 > req.stop_after_s:
+                    out_of_time = (f"time limit: no trial starts after {req.stop_after_s:.0f} s; "
+                                   f"{len(specs) - i} left, run the same command again to resume")
                     break
                 on_event(TrialStarted(spec.key, label, i + 1, len(specs)))
                 floor, by = _dominance_floor(spec.methods, fits)
@@ -287,10 +298,11 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     fits[spec.methods] = row.micro_batch
                 on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
                                        micro_batch=row.micro_batch, message=row.failure_message,
-                                       duration_s=out.duration_s))
-        stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()))
+                                       duration_s=out.duration_s, verify_step_s=out.result.get("verify_step_s"),
+                                       verify_predicted_s=out.result.get("verify_predicted_s")))
+        stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()) or out_of_time)
         store.finish_run(run.run_id, "stopped" if stopped else "done")
-        on_event(SweepFinished(counts=counts, stopped=stopped))
+        on_event(SweepFinished(counts=counts, stopped=stopped, reason=out_of_time))
         return run.run_id
     except BaseException:
         if run_started:

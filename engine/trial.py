@@ -237,7 +237,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[str, Any]:
     import torch
 
-    from engine import modeling
+    from engine import formulas, modeling
 
     emit("measuring", micro_batch=micro)
     timer = Timer(device)
@@ -287,7 +287,9 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
                    update_s=out["update_s"] + allreduce)
     if spec.verify_steps:
         # A steady run of real optimizer steps (accumulation inside no_sync), timed end to end.
-        accum = spec.verify_accum
+        # The configuration's own accumulation unless a shorter one was asked for (0 = its own).
+        accum = spec.verify_accum or formulas.grad_accum_steps(model.training.batch_size,
+                                                               spec.num_gpus * spec.num_nodes, micro)
 
         def step():
             for i in range(accum):
@@ -301,6 +303,9 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         out.update(verify_step_s=total / spec.verify_steps, verify_steps=spec.verify_steps, verify_accum=accum)
     if device == "cuda":
         out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        # Allocator retries (free everything cached, then malloc again) stall the GPU near full memory.
+        out["alloc_retries"] = int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
+        out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
     return out
 
 

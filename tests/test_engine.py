@@ -147,11 +147,50 @@ def test_a_sweep_measures_writes_rows_and_resumes(tmp_path):
     assert rows["free-lunch"]["kernel"].startswith("sdpa")
     prov = json.loads(rows["free-lunch"]["provenance"])
     assert prov["verify_steps"] == 3 and prov["verify_step_s"] > 0 and prov["verify_predicted_s"] > 0
+    assert prov["verify_accum"] == rows["free-lunch"]["grad_accum"]  # the configuration's own accumulation
+    finished = {e.label: e for e in seen if isinstance(e, ev.TrialFinished)}
+    assert finished["free-lunch"].verify_step_s == prov["verify_step_s"] and finished["naive"].verify_step_s is None
 
     again = _sweep(req)  # resume: nothing left to do
     assert again[0].skipped == 2 and not [e for e in again if isinstance(e, ev.TrialStarted)]
     with Store.open(req.db) as s:
         assert len(s.trials()) == 2
+
+
+def test_a_time_limit_ends_the_sweep_between_trials_and_it_resumes(tmp_path):
+    req = _request(tmp_path, stop_after_s=0.5)  # the first trial starts at once and outlasts the limit
+    seen = _sweep(req)
+    assert [e.label for e in seen if isinstance(e, ev.TrialStarted)] == ["naive"]
+    end = seen[-1]
+    assert end.stopped and "1 left" in end.reason and "resume" in end.reason
+    with Store.open(req.db) as s:
+        assert [r["status"] for r in s.runs()] == ["stopped"] and len(s.trials()) == 1
+    again = _sweep(_request(tmp_path))
+    assert [e.label for e in again if isinstance(e, ev.TrialStarted)] == ["free-lunch"] and not again[-1].stopped
+
+
+def test_an_exhaustive_sweep_measures_what_a_pruned_one_left(tmp_path):
+    """Both searches once, in one database: the pruned one records checkpointing as dominated (free-lunch
+    already runs the whole batch), the exhaustive one then measures only that."""
+    req = _request(tmp_path, methods="all", only=("free-lunch", "ckpt"))
+    _sweep(req)
+    with Store.open(req.db) as s:
+        kinds = {r["key"].split("|")[4]: r["failure_kind"] for r in s.trials()}
+    assert kinds == {"free-lunch": None, "ckpt": "dominated"}
+    seen = _sweep(_request(tmp_path, methods="all", only=("free-lunch", "ckpt"), exhaustive=True))
+    assert [e.label for e in seen if isinstance(e, ev.TrialStarted)] == ["ckpt"]
+    with Store.open(req.db) as s:
+        ckpt = [r for r in s.trials() if r["key"].split("|")[4] == "ckpt"]
+    assert sorted(str(r["failure_kind"]) for r in ckpt) == ["None", "dominated"]
+    assert [r for r in ckpt if r["failure_kind"] is None][0]["days"] > 0
+    assert not [e for e in _sweep(_request(tmp_path, methods="all", only=("free-lunch", "ckpt"), exhaustive=True))
+                if isinstance(e, ev.TrialStarted)]  # and then nothing is left
+
+
+def test_trials_get_growable_allocator_segments_unless_the_user_chose(monkeypatch):
+    assert trial_env({})["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert trial_env({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"})["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:512"
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in trial_env({"PYTORCH_ALLOC_CONF": "expandable_segments:False"})
 
 
 def test_out_of_memory_is_a_result_not_a_crash(tmp_path):

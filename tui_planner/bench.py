@@ -43,10 +43,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: tiny models, for CI")
     p.add_argument("--timeout", type=float, default=900, help="seconds before a trial is killed (default 900)")
     p.add_argument("--exhaustive", action="store_true",
-                   help="measure every combination, also those that cannot beat free-lunch's micro-batch")
+                   help="measure every combination, also those that cannot beat free-lunch's micro-batch; "
+                        "run on a database of a pruned sweep, it measures only what that one pruned")
     p.add_argument("--repetitions", type=int, default=5, help="timed passes per trial, at least (default 5)")
     p.add_argument("--verify-steps", type=int, default=0,
-                   help="after timing free-lunch, run this many real steps to check the step-time model")
+                   help="after timing free-lunch, run this many real optimizer steps end to end and store "
+                        "their mean beside the model's step time (pass x accumulation + update)")
+    p.add_argument("--verify-accum", type=int, default=0, metavar="N",
+                   help="accumulation of those steps (default: the configuration's own)")
+    p.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
+                   help="start no trial after this many seconds (a job's time limit); the same command "
+                        "resumes")
     p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
                    help="run only these combinations, e.g. free-lunch ckpt zero3+offload")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
@@ -68,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         model=args.model, methods=args.methods, num_gpus=n, num_nodes=args.nodes, launcher=launcher, gpu=args.gpu,
         device=args.device,
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
-        repetitions=args.repetitions, verify_steps=args.verify_steps, compile=not args.no_compile,
+        repetitions=args.repetitions, verify_steps=args.verify_steps, verify_accum=args.verify_accum,
+        stop_after_s=args.stop_after, compile=not args.no_compile,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
         memory_skip=not args.no_memory_skip,
     ) for n in args.gpus]
@@ -106,12 +114,18 @@ def run(args: argparse.Namespace) -> int:
             detail = (f"{fmt.days(e.days)} days, MFU {fmt.mfu(e.mfu)}, micro-batch {e.micro_batch}"
                       if e.status == "measured" else (e.message or ""))
             console.print(f"[{style}]{e.status:>9}[/] {e.label:<20} {detail[:90]}  [dim]{e.duration_s:.0f}s[/]")
+            if e.verify_step_s and e.verify_predicted_s:
+                off = e.verify_step_s / e.verify_predicted_s - 1
+                console.print(f"{'':>9} steady run: {e.verify_step_s:.4g} s a step vs {e.verify_predicted_s:.4g} s "
+                              f"from pass x accumulation + update ({off:+.1%})")
         elif isinstance(e, TrialSkipped):
             pass
         elif isinstance(e, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
             console.print(f"{'stopped' if e.stopped else 'done'}: {counts}. Results: tui-planner results --db {args.db} "
                           f"--model {args.model}")
+            if e.reason:
+                console.print(f"[yellow]{e.reason}[/]")
         elif isinstance(e, Log) and getattr(args, "verbose", False):
             console.print(f"[dim]{e.line}[/]")
 
