@@ -27,6 +27,9 @@ class TrialSpec:
     tf32: bool = True
     max_micro_batch: int | None = None  # per-GPU cap (defaults to the per-GPU replication batch)
     dominated_at_or_below: int | None = None  # stop after the batch search if it cannot beat this
+    # Stop timing once this trial's own fastest pass and update show that its step cannot beat this one
+    # (the best measured so far in the sweep's cell); None: time it fully (exhaustive search).
+    beat_step_s: float | None = None
     repetitions: int = 5  # timed (pass, update) pairs after warm-up; more when the spread is wide
     max_repetitions: int = 20
     time_budget_s: float = 30.0  # stop repeating after this much timed work (at least 3 repetitions)

@@ -184,7 +184,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
-              "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf"):
+              "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":
@@ -253,6 +253,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         out_of_time = ""
         t0 = time.monotonic()
         fits = _measured_micro_batches(store, specs)
+        best_step = _best_step(store, specs)
         # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
         shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
         with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared,
@@ -273,6 +274,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 floor, by = _dominance_floor(spec.methods, fits)
                 if not req.exhaustive and floor:
                     spec = replace(spec, dominated_at_or_below=floor)
+                if not req.exhaustive and best_step is not None:
+                    spec = replace(spec, beat_step_s=best_step)
                 at_cap = bool(spec.dominated_at_or_below and spec.dominated_at_or_below >= _cap(spec, presets))
                 skip = None if at_cap else _memory_skip(req, spec, presets, skip_cal, floor, by, run.run_id)
                 if skip is not None:
@@ -296,8 +299,10 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 counts[status] = counts.get(status, 0) + 1
                 if row.feasible and row.days is not None and row.micro_batch:
                     fits[spec.methods] = row.micro_batch
+                    best_step = row.step_s if best_step is None else min(best_step, row.step_s)
                 on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
-                                       micro_batch=row.micro_batch, message=row.failure_message,
+                                       micro_batch=row.micro_batch,
+                                       message=row.failure_message or out.result.get("stopped_early"),
                                        duration_s=out.duration_s, verify_step_s=out.result.get("verify_step_s"),
                                        verify_predicted_s=out.result.get("verify_predicted_s")))
         stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()) or out_of_time)
@@ -380,6 +385,13 @@ def _measured_micro_batches(store: Store, specs: list[TrialSpec]) -> dict[space.
         if rows and rows[0]["micro_batch"]:
             out[s.methods] = rows[0]["micro_batch"]
     return out
+
+
+def _best_step(store: Store, specs: list[TrialSpec]) -> float | None:
+    """The fastest step measured so far in this sweep's cell (a resumed sweep bounds with it too)."""
+    rows = store.query("SELECT min(step_s) AS s FROM trials WHERE key IN (SELECT unnest(?)) AND feasible "
+                       "AND days IS NOT NULL AND source = 'measured'", [[s.key for s in specs]])
+    return rows[0]["s"] if rows and rows[0]["s"] is not None else None
 
 
 def _dominance_floor(m: space.Methods, fits: dict[space.Methods, int]) -> tuple[int | None, str]:

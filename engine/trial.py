@@ -259,6 +259,10 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     # told the accumulation) reduces only at the boundary.
     passes, updates, synced = [], [], []
     ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
+    accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
+    slower = ""
+    if device == "cuda":
+        torch.cuda.reset_accumulated_memory_stats()  # retries while timing, not the batch search's OOMs
     while True:
         if ddp:
             with stepper.no_sync():
@@ -271,6 +275,13 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         done = n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s)
         if not done and n >= max(2, spec.repetitions):
             done = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n) < 0.005
+        if not done and spec.beat_step_s and n >= 2:
+            # Its fastest pass and update so far (all-reduce left out) already make a slower step than the
+            # best measured one: more repetitions cannot change the winner.
+            bound = formulas.step_time_s(min(passes), accum, min(updates))
+            if bound > spec.beat_step_s:
+                done, slower = True, (f"timing stopped after {n} repetitions: at least {bound:.4g} s a step, "
+                                      f"slower than the best measured ({spec.beat_step_s:.4g} s)")
         # Each rank sees its own timings: all stop when any would, or one waits forever in the next pass.
         if not agree(not done):
             break
@@ -280,6 +291,8 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         "pass_times_s": passes, "update_times_s": updates, "repetitions": len(passes),
         "warmup_s": sum(warm), "compile_s": warm[0] if compile_on else 0.0, "kernel": kernel,
     }
+    if slower:
+        out["stopped_early"] = slower
     if synced:
         # The step's one gradient all-reduce, added to the update (both run once per optimizer step).
         allreduce = max(0.0, statistics.median(synced) - out["pass_s"])
@@ -287,9 +300,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
                    update_s=out["update_s"] + allreduce)
     if spec.verify_steps:
         # A steady run of real optimizer steps (accumulation inside no_sync), timed end to end.
-        # The configuration's own accumulation unless a shorter one was asked for (0 = its own).
-        accum = spec.verify_accum or formulas.grad_accum_steps(model.training.batch_size,
-                                                               spec.num_gpus * spec.num_nodes, micro)
+        accum = spec.verify_accum or accum  # the configuration's own unless a shorter one was asked for
 
         def step():
             for i in range(accum):

@@ -187,10 +187,26 @@ def test_an_exhaustive_sweep_measures_what_a_pruned_one_left(tmp_path):
                 if isinstance(e, ev.TrialStarted)]  # and then nothing is left
 
 
-def test_trials_get_growable_allocator_segments_unless_the_user_chose(monkeypatch):
-    assert trial_env({})["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+def test_timing_stops_once_a_trial_cannot_beat_the_best(tmp_path):
+    """The pruned search's second saving: a trial whose own fastest pass and update already make a step
+    slower than the best measured one stops repeating; one that could still win is timed in full."""
+    from dataclasses import replace
+
+    from engine.launcher import run_trial
+
+    spec = ev.TrialSpec(key="k", model="tiny-neox", gpu="cpu", num_gpus=1, methods=space.FREE_LUNCH, device="cpu",
+                        preset_paths=(TINY,), compile=False, tf32=False, repetitions=5, warmup=1,
+                        beat_step_s=1e-9)
+    out = run_trial(spec, tmp_path / "a", 240, lambda e: None)
+    assert out.status == "measured" and out.result["repetitions"] == 2
+    assert "slower than the best measured" in out.result["stopped_early"]
+    full = run_trial(replace(spec, beat_step_s=1e9), tmp_path / "b", 240, lambda e: None)
+    assert full.status == "measured" and full.result["repetitions"] >= 5 and "stopped_early" not in full.result
+
+
+def test_the_allocator_is_pytorchs_unless_the_user_chose():
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in trial_env({})
     assert trial_env({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"})["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:512"
-    assert "PYTORCH_CUDA_ALLOC_CONF" not in trial_env({"PYTORCH_ALLOC_CONF": "expandable_segments:False"})
 
 
 def test_out_of_memory_is_a_result_not_a_crash(tmp_path):

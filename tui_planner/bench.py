@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             progress.advance(state["task"])
             style = STATUS_STYLE.get(e.status, "white")
             detail = (f"{fmt.days(e.days)} days, MFU {fmt.mfu(e.mfu)}, micro-batch {e.micro_batch}"
+                      + (" (cannot win: timing stopped early)" if e.message else "")
                       if e.status == "measured" else (e.message or ""))
             console.print(f"[{style}]{e.status:>9}[/] {e.label:<20} {detail[:90]}  [dim]{e.duration_s:.0f}s[/]")
             if e.verify_step_s and e.verify_predicted_s:
