@@ -241,7 +241,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             cuda=machine.cuda if machine else None, topology=machine.topology if machine else None,
             versions=json.dumps({**info, "torch": machine.torch if machine else None}),
             command=f"bench --model {req.model} --methods {req.methods} --gpus {req.num_gpus}"
-                    + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else ""),
+                    + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
+                    + (" --exhaustive" if req.exhaustive else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
         )
         store.add_run(run)

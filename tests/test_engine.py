@@ -140,8 +140,10 @@ def test_a_sweep_measures_writes_rows_and_resumes(tmp_path):
         assert r["step_s"] == pytest.approx(r["pass_s"] * r["grad_accum"] + r["update_s"])
         assert r["days"] == pytest.approx(r["step_s"] * 1000 / 86400)
         assert r["mfu"] is None  # a CPU has no dense 16-bit peak in the presets: no MFU rather than a wrong one
-        assert r["repetitions"] >= 3 and r["pass_spread_s"] >= 0 and r["warmup_s"] > 0
         prov = json.loads(r["provenance"])
+        # Timed in full, or stopped once its own passes showed it cannot beat the other (the pruned search).
+        assert r["repetitions"] >= 3 or (r["repetitions"] == 2 and "slower than" in prov["stopped_early"])
+        assert r["pass_spread_s"] >= 0 and r["warmup_s"] > 0
         assert len(prov["pass_times_s"]) == r["repetitions"] and prov["versions"]["torch"]
     assert rows["naive"]["kernel"] == "eager (unfused)" and rows["naive"]["free_lunch"] is False
     assert rows["free-lunch"]["kernel"].startswith("sdpa")
