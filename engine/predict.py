@@ -14,14 +14,19 @@ The time model is a roofline fitted to measurements (every term below says where
       comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
                   per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
                   step goes into the update, as the engine times it
-      host_s    = CPU <-> GPU bytes per pass with offloading / (PCIe per direction x the fraction the
-                  measured offload passes reach, beyond what their GPU work explains; 0.7 if none)
-    update_s = x_u x optimizer bytes / bandwidth (+ CPU Adam time per parameter when offloading)
-               + per-step communication
+      host_s    = e x CPU <-> GPU bytes per pass with offloading / (PCIe per direction x 0.7): e in [0, 1] is
+                  the exposed share of the copies (the rest overlaps the GPU's work through prefetch), per
+                  implementation (DeepSpeed ZeRO-Offload, FSDP CPU offload), median over measured offload
+                  passes of other cells (what they took beyond their GPU work / their copy time); 1 if none
+    update_s = x_u x optimizer bytes / bandwidth + per-step communication; with offloading instead the
+               parameters each GPU holds x the measured offload update per parameter of that
+               implementation (CPU Adam + the copy back: DeepSpeed's vectorized CPU Adam ~0.5 ns/param,
+               FSDP's torch.optim.Adam on the CPU ~3 ns/param), median over other cells' offload rows
     step_s   = pass_s x accumulation + update_s;  days = step_s x steps / 86400
     micro_batch = the largest power of two the memory model fits (engine/memory.py); none: infeasible
 
-Basis rows are measured ones (synchronized timings). An architecture with no measured rows falls back to the
+Basis rows are measured ones (synchronized timings); a configuration measured more than once (the same cell
+and setting on other days) enters once, as its median-days measurement. An architecture with no measured rows falls back to the
 paper's Table 1/4 rows whose implied MFU is plausible (<= 60%), marked as such: the paper's timer did not
 synchronize the GPU, so even those can be optimistic. The error band comes from leave-one-out over the
 same basis (`validate`): each measured cell (model x GPU x count) is predicted from all other cells.
@@ -177,17 +182,19 @@ def comm_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, fl
 def host_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, float]:
     """(bytes over PCIe per pass, per update) with offloading. ZeRO-Offload sends 16-bit gradients to
     the CPU each pass and 16-bit weights back after the update (stage 3: weights come in for the forward
-    and the backward); FSDP's CPU offload brings the fp32 weight shard in for each gather and sends the
-    fp32 gradients out."""
+    and the backward, and the recomputed forward with checkpointing); FSDP's CPU offload brings the fp32
+    weight shard in for each gather (as comm_bytes counts them) and sends the fp32 gradients out. The
+    update's bytes are part of the measured offload update per parameter (Predictor.offload_update_s)."""
     if not methods.offloading:
         return 0.0, 0.0
     psi = shape(model).params / max(num_gpus, 1)
     half = 2.0 if memory.mixed_precision(model) else 4.0
+    extra_gather = 1 if methods.activation_checkpointing else 0  # the recomputed forward gathers again
     if methods.deepspeed:
         if methods.stage == 3:
-            return half * psi * 3, 0.0
+            return half * psi * (3 + extra_gather), 0.0
         return half * psi, half * psi
-    gathers = 1 if methods.stage == 2 else 2
+    gathers = 1 if methods.stage == 2 else 2 + extra_gather
     return 4 * psi * gathers + 4 * psi, 0.0
 
 
@@ -292,6 +299,20 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         micro_batch=_json_field(row.get("provenance"), "max_micro_batch_searched") or row.get("micro_batch"),
         days=row["days"],
     )
+
+
+def distinct(basis: Iterable[BasisRow]) -> list[BasisRow]:
+    """One row per configuration (source, cell, setting): a configuration measured several times (on other
+    days, or a search repeated) enters as its median-days measurement (the lower of the middle two), so no
+    configuration weighs more in a fit or a calibration because it was measured more often."""
+    groups: dict[tuple, list[BasisRow]] = {}
+    for b in basis:
+        groups.setdefault((b.source, b.cell, b.methods), []).append(b)
+    out = []
+    for rows in groups.values():
+        rows = sorted(rows, key=lambda b: b.days)
+        out.append(rows[(len(rows) - 1) // 2])
+    return out
 
 
 def _offload_kind(methods: Methods) -> str:
@@ -419,7 +440,7 @@ class Predictor:
         self.presets = presets
         rows = [dict(r) for r in rows]
         self.stored = rows
-        basis = [b for b in (basis_row(r, presets) for r in rows) if b is not None]
+        basis = distinct(b for b in (basis_row(r, presets) for r in rows) if b is not None)
         self.basis = [b for b in basis if b.source == "measured" or use_paper]
         self.calibrations = memory.calibrate(rows, presets)
         self.bands = dict(bands or {})
@@ -429,17 +450,33 @@ class Predictor:
         self.x_u = statistics.median(updates) if updates else 1 / DEFAULT_UPDATE_BANDWIDTH_FRACTION
         self.x_u_note = (f"update: {1 / self.x_u:.0%} of bandwidth, median of {len(updates)} measured updates"
                          if updates else f"update: {DEFAULT_UPDATE_BANDWIDTH_FRACTION:.0%} of bandwidth assumed")
-        cpu = []
-        for r in rows:
-            b = basis_row(r, presets)
-            if b is not None and b.source == "measured" and b.methods.offloading and r.get("update_s"):
-                cpu.append(r["update_s"] / (shape(presets.model(b.model)).params / b.num_gpus))
-        self.cpu_adam_s = statistics.median(cpu) if cpu else DEFAULT_CPU_ADAM_S_PER_PARAM
-        self.cpu_note = (f"CPU Adam {self.cpu_adam_s * 1e9:.1f} ns/param from {len(cpu)} measured offload updates"
-                         if cpu else f"CPU Adam {self.cpu_adam_s * 1e9:.1f} ns/param assumed (no measured offload)")
-        # How fast offloading's copies really go, per implementation (DeepSpeed ZeRO-Offload, PyTorch
-        # FSDP CPU offload): each measured offload pass, less what its group's fit says the same pass
-        # takes on the GPU, is its copies; their bytes at the PCIe rate over that time, median.
+        # The offload update per parameter each GPU holds, per implementation: CPU Adam over the fp32 master
+        # weights and moments plus the copy back, measured together. DeepSpeed's vectorized CPU Adam and
+        # FSDP's torch.optim.Adam on the CPU differ several-fold, so each is calibrated from its own rows;
+        # an implementation nobody measured takes the other's rows, then the assumption.
+        per_param: dict[str, list[float]] = {"zero": [], "fsdp": []}
+        for b in self.basis:
+            if b.source == "measured" and b.methods.offloading and b.update_s:
+                params = shape(presets.model(b.model)).params / b.num_gpus
+                per_param[_offload_kind(b.methods)].append(b.update_s / params)
+        self.offload_update_s: dict[str, float] = {}
+        self.cpu_note: dict[str, str] = {}
+        for k, v in per_param.items():
+            other = [x for kk, vv in per_param.items() if kk != k for x in vv]
+            if v:
+                self.offload_update_s[k] = statistics.median(v)
+                self.cpu_note[k] = f"{len(v)} measured {k} offload updates"
+            elif other:
+                self.offload_update_s[k] = statistics.median(other)
+                self.cpu_note[k] = f"no measured {k} offload update: {len(other)} of the other implementation"
+            else:
+                self.offload_update_s[k] = DEFAULT_CPU_ADAM_S_PER_PARAM
+                self.cpu_note[k] = "assumed (no measured offload update)"
+            self.cpu_note[k] = f"offload update {self.offload_update_s[k] * 1e9:.2f} ns/param: " + self.cpu_note[k]
+        # How much of offloading's copies a pass exposes, per implementation: each measured offload pass,
+        # less what its group's fit (and its model's residual) says the same pass takes on the GPU, over its
+        # copies' time at LINK_EFFICIENCY of PCIe; clipped to [0, 1] (prefetch can hide copies behind the
+        # GPU's work, never make them cost less than nothing or more than in full); median.
         rates: dict[str, list[float]] = {"zero": [], "fsdp": []}
         for b in self.basis:
             if b.source != "measured" or not b.methods.offloading or not b.host_pass_s or not b.timed_micro_batch:
@@ -447,14 +484,21 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            copies = b.timed_micro_batch * (b.per_sample_s - f.per_sample(b.compute_s, b.memory_s))
-            if copies > 0:
-                rates[_offload_kind(b.methods)].append(min(1.0, b.host_pass_s / copies))
-        self.host_fraction = {k: statistics.median(v) if v else LINK_EFFICIENCY for k, v in rates.items()}
-        self.host_note = {k: (f"copies at {self.host_fraction[k]:.0%} of PCIe, median of {len(v)} measured "
+            gpu_s = b.timed_micro_batch * self._residual(f, b.model, b.group) * f.per_sample(b.compute_s, b.memory_s)
+            copies_s = b.host_pass_s / LINK_EFFICIENCY
+            exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
+            rates[_offload_kind(b.methods)].append(min(1.0, max(0.0, exposed / copies_s)))
+        self.host_exposed = {k: statistics.median(v) if v else 1.0 for k, v in rates.items()}
+        self.host_note = {k: (f"{self.host_exposed[k]:.0%} of the copy time exposed, median of {len(v)} measured "
                               f"{k} offload passes" if v else
-                              f"copies at {LINK_EFFICIENCY:.0%} of PCIe assumed (no measured {k} offload)")
+                              f"copies exposed in full (no measured {k} offload pass)")
                           for k, v in rates.items()}
+
+    @staticmethod
+    def _residual(f: "Fit", model_id: str, group: str) -> float:
+        """Measured / fitted pass of this model's own rows in the fit (1 if it has none there)."""
+        same = [b for b in f.rows if b.model == model_id and b.group == group]
+        return statistics.median(b.per_sample_s / f.per_sample(b.compute_s, b.memory_s) for b in same) if same else 1.0
 
     # -- fits --
 
@@ -542,19 +586,20 @@ class Predictor:
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
         same = [b for b in f.rows if b.model == model.id and b.group == group]
-        residual = statistics.median(b.per_sample_s / f.per_sample(b.compute_s, b.memory_s) for b in same) if same else 1.0
+        residual = self._residual(f, model.id, group)
         compute_part = residual * mb * f.x_c * compute_s
         memory_part = residual * mb * f.x_m * memory_s
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
         kind = _offload_kind(methods)
-        link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu, self.host_fraction[kind])
-        comm_pass, host_pass = cb_pass / link, hb_pass / host
+        link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu)
+        exposed = self.host_exposed[kind]
+        comm_pass, host_pass = cb_pass / link, exposed * hb_pass / host
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
         gpu_update = self.x_u * opt_bytes / bw
-        cpu_update = self.cpu_adam_s * s.params / num_gpus if methods.offloading else 0.0
-        update_s = gpu_update + cpu_update + cb_update / link + hb_update / host
+        cpu_update = self.offload_update_s[kind] * s.params / num_gpus if methods.offloading else 0.0
+        update_s = gpu_update + cpu_update + cb_update / link
         step_s = formulas.step_time_s(pass_s, accum, update_s)
         flops_step = model.flops_per_step
         mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
@@ -583,7 +628,7 @@ class Predictor:
             "compute_s_per_sample": compute_s, "traffic_bytes_per_sample": traffic, "peak_flops": peak,
             "bandwidth_bytes_s": bw, "compute_part_s": compute_part, "memory_part_s": memory_part,
             "comm_pass_bytes": cb_pass, "comm_update_bytes": cb_update, "link_bytes_s": link,
-            "host_pass_bytes": hb_pass, "host_update_bytes": hb_update, "host_bytes_s": host,
+            "host_pass_bytes": hb_pass, "host_update_bytes": hb_update, "host_bytes_s": host, "host_exposed": exposed,
             "gpu_update_s": gpu_update, "cpu_update_s": cpu_update, "x_u": self.x_u, "capped": capped,
             "basis_trials": [b.trial_id for b in basis_rows], "band": band.what if band else None,
         })
@@ -614,11 +659,12 @@ class Predictor:
             lines.append(f"communication: {t['comm_update_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
                          f"= {t['comm_update_bytes'] / t['link_bytes_s']:.3f} s per step, in the update")
         if t["host_pass_bytes"]:
-            lines.append(f"offload copies: {t['host_pass_bytes'] / 1e9:.2f} GB / {t['host_bytes_s'] / 1e9:.1f} GB/s "
-                         f"= {t['host_pass_bytes'] / t['host_bytes_s']:.3f} s per pass "
+            lines.append(f"offload copies: {t['host_exposed']:.2f} x {t['host_pass_bytes'] / 1e9:.2f} GB / "
+                         f"{t['host_bytes_s'] / 1e9:.1f} GB/s = "
+                         f"{t['host_exposed'] * t['host_pass_bytes'] / t['host_bytes_s']:.3f} s per pass "
                          f"({self.host_note[_offload_kind(p.methods)]})")
         lines.append(f"pass {p.pass_s:.3f} s; update {p.update_s:.3f} s ("
-                     + (self.cpu_note if p.methods.offloading else self.x_u_note) + ")")
+                     + (self.cpu_note[_offload_kind(p.methods)] if p.methods.offloading else self.x_u_note) + ")")
         lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
                      f"x {model.training.steps:,} steps = {p.days:.1f} days")
         lines.append(f"MFU {p.mfu:.0%} of the {gpu.peak_16bit_tflops:.0f} TFLOP/s dense 16-bit peak"
@@ -663,6 +709,7 @@ class Check:
     actual_micro_batch: int | None
     predicted_micro_batch: int | None
     reason: str = ""
+    measurements: int = 1  # a configuration measured several times: actual_days is their median
 
     @property
     def error(self) -> float | None:
@@ -709,7 +756,9 @@ class Validation:
 def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: str = "measured",
                   archs: Iterable[str] | None = None) -> Validation:
     """Hold out each cell (model x GPU x count) with `source` rows, predict each of its configurations
-    from every other row (fits and memory calibration redone without it), compare with what it holds."""
+    from every other row (fits and memory calibration redone without it; every measurement of the cell, on
+    any day, is held out with it), compare with what it holds. A configuration measured more than once
+    counts once, against the median of its measurements."""
     rows = [dict(r) for r in rows]
     wanted = set(archs) if archs is not None else None
     targets = []
@@ -720,18 +769,27 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
         if wanted is not None and b.arch not in wanted:
             continue
         targets.append((r, b))
+    by_config: dict[tuple, list[tuple[dict, BasisRow]]] = {}
+    for r, b in targets:
+        by_config.setdefault((b.cell, b.methods), []).append((r, b))
     cells = sorted({b.cell for _, b in targets})
     checks = []
     for cell in cells:
         others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
         predictor = Predictor(others, presets)  # as in use: paper rows only for an unmeasured architecture
-        for r, b in targets:
-            if b.cell != cell:
+        for (c, methods), same in by_config.items():
+            if c != cell:
                 continue
-            p = predictor.predict(b.model, b.gpu, b.num_gpus, b.methods)
-            checks.append(Check(b.model, b.gpu, b.num_gpus, b.methods.label, r["source"], b.days,
-                                p.days if p.feasible else None, b.micro_batch, p.micro_batch, p.reason))
-    what = f"leave-one-cell-out over {len(checks)} {source} configurations in {len(cells)} cells"
+            same = sorted(same, key=lambda x: x[1].days)
+            r, b = same[(len(same) - 1) // 2]
+            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods)
+            checks.append(Check(b.model, b.gpu, b.num_gpus, methods.label, r["source"],
+                                statistics.median(x[1].days for x in same), p.days if p.feasible else None,
+                                b.micro_batch, p.micro_batch, p.reason, len(same)))
+    repeated = sum(1 for c in checks if c.measurements > 1)
+    what = (f"leave-one-cell-out over {len(checks)} distinct {source} configurations in {len(cells)} cells"
+            + (f" ({repeated} measured more than once, {len(targets)} measurements: each counts once, "
+               f"at the median of its measurements)" if repeated else ""))
     return Validation(tuple(checks), len(cells), what)
 
 
@@ -859,6 +917,7 @@ def _summary(v: Validation) -> dict[str, Any]:
         "micro_batch_checked": len(mb),
         "micro_batch_agree": sum(1 for c in mb if c.predicted_micro_batch == c.actual_micro_batch),
         "checks": [{"model": c.model, "gpu": c.gpu, "num_gpus": c.num_gpus, "label": c.label, "source": c.source,
+                    "measurements": c.measurements,
                     "actual_days": c.actual_days, "predicted_days": c.predicted_days, "error": c.error,
                     "actual_micro_batch": c.actual_micro_batch, "predicted_micro_batch": c.predicted_micro_batch,
                     "reason": c.reason} for c in v.checks],

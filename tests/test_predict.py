@@ -173,6 +173,84 @@ def test_leave_one_out_reports_errors_when_the_data_disagree(presets):
     assert v.worst_abs >= abs(by[("pythia-1b", "free-lunch")].error) > v.median_abs
 
 
+def test_a_configuration_measured_twice_counts_once_at_its_median(presets):
+    rows = _synthetic(presets)
+    again = [dict(r, trial_id=f"again-{i}") for i, r in enumerate(rows) if r["model"] == "pythia-1b"]
+    for r in again:  # the same cell measured on another day, 20% slower
+        r["pass_s"] *= 1.2
+        r["days"] = formulas.training_days(r["pass_s"] * r["grad_accum"] + r["update_s"], 143_000)
+    third = [dict(r, trial_id=f"third-{i}") for i, r in enumerate(again)]  # and once more like that
+    v = predict.leave_one_out(rows + again + third, presets, "measured")
+    assert v.cells == 4 and len(v.checks) == 8  # configurations, not measurements
+    one = next(c for c in v.checks if c.model == "pythia-1b" and c.label == "free-lunch")
+    assert one.measurements == 3
+    assert one.actual_days == pytest.approx(next(r["days"] for r in again if r["free_lunch"]))  # the median
+    # In a fit, too, the configuration enters once: its median measurement.
+    basis = predict.distinct(b for b in (predict.basis_row(r, presets) for r in rows + again + third) if b)
+    assert len(basis) == 8
+    b = next(b for b in basis if b.model == "pythia-1b" and b.methods == space.FREE_LUNCH)
+    assert b.days == pytest.approx(one.actual_days)
+
+
+def _offload_row(presets, model_id, methods, update_per_param, exposed, micro_batch=16):
+    """A measured offload row: the roofline's pass plus `exposed` of its copies at 70% of PCIe, and an
+    update of `update_per_param` seconds per parameter."""
+    model, g = presets.model(model_id), presets.gpu("h100")
+    peak = predict.compute_peak_flops(g, model, methods)
+    k = 4 / 3 if methods.activation_checkpointing else 1
+    compute_s = k * predict.flops_per_sample(model) / peak
+    memory_s = sum(predict.traffic_terms(model, methods).values()) / (g.memory_bandwidth_gbs * 1e9)
+    copies = predict.host_bytes(model, methods, 1)[0] / predict.host_bytes_per_s(g)
+    pass_s = micro_batch * (X_C * compute_s + X_M * memory_s) + exposed * copies
+    update_s = update_per_param * memory.shape(model).params
+    accum = model.training.batch_size // micro_batch
+    days = formulas.training_days(pass_s * accum + update_s, model.training.steps)
+    return _measured(model_id, methods, micro_batch=micro_batch, pass_s=pass_s, update_s=update_s, days=days,
+                     grad_accum=accum)
+
+
+def test_offload_update_and_exposed_copies_are_calibrated_per_implementation(presets):
+    zero, fsdp = Methods(sharding="zero2", offloading=True), Methods(sharding="fsdp2", offloading=True)
+    rows = _synthetic(presets) + [
+        _offload_row(presets, "pythia-410m", zero, 0.5e-9, 0.2),
+        _offload_row(presets, "pythia-410m", fsdp, 3.0e-9, 0.6),
+    ]
+    p = predict.Predictor(rows, presets)
+    # DeepSpeed's CPU Adam and FSDP's CPU optimizer step are calibrated apart, from their own rows.
+    assert p.offload_update_s["zero"] == pytest.approx(0.5e-9, rel=1e-6)
+    assert p.offload_update_s["fsdp"] == pytest.approx(3.0e-9, rel=1e-6)
+    # The share of the copies a pass exposes comes back from the rows (the GPU part follows the fit).
+    assert p.host_exposed["zero"] == pytest.approx(0.2, abs=0.02)
+    assert p.host_exposed["fsdp"] == pytest.approx(0.6, abs=0.02)
+    # On another model, the update scales with its parameters at its implementation's rate...
+    psi = memory.shape(presets.model("pythia-1b")).params
+    z = p.predict("pythia-1b", "h100", 1, zero)
+    f = p.predict("pythia-1b", "h100", 1, fsdp)
+    assert z.terms["cpu_update_s"] == pytest.approx(0.5e-9 * psi, rel=1e-6)
+    assert f.terms["cpu_update_s"] == pytest.approx(3.0e-9 * psi, rel=1e-6)
+    # ... and the pass holds the exposed share of its copies, no more.
+    assert f.pass_s - f.terms["compute_part_s"] - f.terms["memory_part_s"] == pytest.approx(
+        p.host_exposed["fsdp"] * f.terms["host_pass_bytes"] / f.terms["host_bytes_s"], rel=1e-6)
+    # A pass slower than its copies in full can explain says at most 1 (exposed in full), never more.
+    slow = _synthetic(presets) + [_offload_row(presets, "pythia-410m", zero, 0.5e-9, 5.0)]
+    assert predict.Predictor(slow, presets).host_exposed["zero"] == 1.0
+    # An implementation nobody measured takes the other's update rate; nothing measured: the assumption.
+    only_zero = predict.Predictor(_synthetic(presets) + rows[-2:-1], presets)
+    assert only_zero.offload_update_s["fsdp"] == pytest.approx(0.5e-9, rel=1e-6)
+    assert predict.Predictor(_synthetic(presets), presets).offload_update_s["fsdp"] == \
+        predict.DEFAULT_CPU_ADAM_S_PER_PARAM
+
+
+def test_checkpointing_copies_the_weights_again_for_the_recomputed_forward(presets):
+    m = presets.model("pythia-1b")
+    psi = memory.shape(m).params
+    fsdp3, ck3 = Methods(sharding="fsdp3", offloading=True), Methods(activation_checkpointing=True, sharding="fsdp3", offloading=True)
+    assert predict.host_bytes(m, ck3, 1)[0] - predict.host_bytes(m, fsdp3, 1)[0] == pytest.approx(4 * psi)
+    z3 = Methods(sharding="zero3", offloading=True)
+    ckz3 = Methods(activation_checkpointing=True, sharding="zero3", offloading=True)
+    assert predict.host_bytes(m, ckz3, 1)[0] == pytest.approx(predict.host_bytes(m, z3, 1)[0] * 4 / 3)
+
+
 def test_predictions_never_exceed_the_cap_on_any_gpu(presets):
     rows = _synthetic(presets)
     for r in rows:  # absurdly fast "measurements" (kept plausible so they serve as a basis)
