@@ -124,6 +124,14 @@ class DeepSpeedStepper:
     def update(self) -> None:
         self.engine.step()
 
+    def close(self) -> None:
+        """Release the engine before the next one is built: with offload its pinned host buffers (fp32
+        master weights, Adam states, gradients: 16 bytes a parameter) would otherwise live on while the
+        measurement's engine allocates its own, and a 2.8B model then needs twice ~45 GB of host RAM."""
+        engine, self.engine, self.opt = self.engine, None, None
+        if engine is not None:
+            engine.destroy()
+
 class FsdpStepper:
     """PyTorch FSDP (fully_shard): stage 3 reshards parameters after forward, stage 2 keeps them
     gathered until backward; offload keeps parameters, gradients and the optimizer step on the CPU."""
@@ -164,6 +172,17 @@ class FsdpStepper:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+
+def close(stepper: Any) -> None:
+    """Let go of a stepper's model, optimizer and engine (host and GPU memory) before building another."""
+    if stepper is None:
+        return
+    if hasattr(stepper, "close"):
+        stepper.close()
+    for name in ("opt", "net", "forward"):
+        if hasattr(stepper, name):
+            setattr(stepper, name, None)
+
 
 def make_stepper(net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool,
                  micro_batch: int) -> Any:

@@ -104,6 +104,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     from engine import formulas, modeling, space
     from engine.presets import load_presets
+    from engine.steppers import close as close_stepper
     from engine.steppers import make_stepper
 
     t_start = time.perf_counter()
@@ -186,6 +187,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             break
         best = mb
         mb *= 2
+    close_stepper(stepper)
     stepper = None
     _free(device)
     result["max_micro_batch"] = best
@@ -238,86 +240,90 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     import torch
 
     from engine import formulas, modeling
+    from engine.steppers import close as close_stepper
 
     emit("measuring", micro_batch=micro)
     timer = Timer(device)
     stepper = fresh(micro, compile_now=compile_on)
-    batch = modeling.make_batch(model, micro, device, gen)
-    kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
+    try:
+        batch = modeling.make_batch(model, micro, device, gen)
+        kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
 
-    # Warm-up (compilation happens in the first pass): timed apart, excluded from the result.
-    warm = []
-    for _ in range(max(1, spec.warmup)):
-        warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
-    # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP a pass
-    # inside gradient accumulation skips the all-reduce (no_sync) and only the last one of a step runs
-    # it: passes are timed inside no_sync, and the all-reduce is timed apart (one synced pass minus one
-    # local pass) and counted once per step. Under ZeRO and FSDP each timed pass includes its gradient
-    # reduction: right for ZeRO-2/3 and FSDP, an upper bound for ZeRO-1, which real training (DeepSpeed
-    # told the accumulation) reduces only at the boundary.
-    passes, updates, synced = [], [], []
-    ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
-    accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
-    slower = ""
-    if device == "cuda":
-        torch.cuda.reset_accumulated_memory_stats()  # retries while timing, not the batch search's OOMs
-    while True:
-        if ddp:
-            with stepper.no_sync():
+        # Warm-up (compilation happens in the first pass): timed apart, excluded from the result.
+        warm = []
+        for _ in range(max(1, spec.warmup)):
+            warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
+        # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP a pass
+        # inside gradient accumulation skips the all-reduce (no_sync) and only the last one of a step runs
+        # it: passes are timed inside no_sync, and the all-reduce is timed apart (one synced pass minus one
+        # local pass) and counted once per step. Under ZeRO and FSDP each timed pass includes its gradient
+        # reduction: right for ZeRO-2/3 and FSDP, an upper bound for ZeRO-1, which real training (DeepSpeed
+        # told the accumulation) reduces only at the boundary.
+        passes, updates, synced = [], [], []
+        ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
+        accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
+        slower = ""
+        if device == "cuda":
+            torch.cuda.reset_accumulated_memory_stats()  # retries while timing, not the batch search's OOMs
+        while True:
+            if ddp:
+                with stepper.no_sync():
+                    passes.append(timer.time(lambda: stepper.pass_(batch)))
+                synced.append(timer.time(lambda: stepper.pass_(batch)))
+            else:
                 passes.append(timer.time(lambda: stepper.pass_(batch)))
-            synced.append(timer.time(lambda: stepper.pass_(batch)))
-        else:
-            passes.append(timer.time(lambda: stepper.pass_(batch)))
-        updates.append(timer.time(stepper.update))
-        n = len(passes)
-        done = n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s)
-        if not done and n >= max(2, spec.repetitions):
-            done = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n) < 0.005
-        if not done and spec.beat_step_s and n >= 2:
-            # Its fastest pass and update so far (all-reduce left out) already make a slower step than the
-            # best measured one: more repetitions cannot change the winner.
-            bound = formulas.step_time_s(min(passes), accum, min(updates))
-            if bound > spec.beat_step_s:
-                done, slower = True, (f"timing stopped after {n} repetitions: at least {bound:.4g} s a step, "
-                                      f"slower than the best measured ({spec.beat_step_s:.4g} s)")
-        # Each rank sees its own timings: all stop when any would, or one waits forever in the next pass.
-        if not agree(not done):
-            break
-    out: dict[str, Any] = {
-        "pass_s": statistics.median(passes), "update_s": statistics.median(updates),
-        "pass_spread_s": max(passes) - min(passes), "update_spread_s": max(updates) - min(updates),
-        "pass_times_s": passes, "update_times_s": updates, "repetitions": len(passes),
-        "warmup_s": sum(warm), "compile_s": warm[0] if compile_on else 0.0, "kernel": kernel,
-    }
-    if slower:
-        out["stopped_early"] = slower
-    if synced:
-        # The step's one gradient all-reduce, added to the update (both run once per optimizer step).
-        allreduce = max(0.0, statistics.median(synced) - out["pass_s"])
-        out.update(allreduce_s=allreduce, synced_pass_times_s=synced, optimizer_update_s=out["update_s"],
-                   update_s=out["update_s"] + allreduce)
-    if spec.verify_steps:
-        # A steady run of real optimizer steps (accumulation inside no_sync), timed end to end.
-        accum = spec.verify_accum or accum  # the configuration's own unless a shorter one was asked for
+            updates.append(timer.time(stepper.update))
+            n = len(passes)
+            done = n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s)
+            if not done and n >= max(2, spec.repetitions):
+                done = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n) < 0.005
+            if not done and spec.beat_step_s and n >= 2:
+                # Its fastest pass and update so far (all-reduce left out) already make a slower step than the
+                # best measured one: more repetitions cannot change the winner.
+                bound = formulas.step_time_s(min(passes), accum, min(updates))
+                if bound > spec.beat_step_s:
+                    done, slower = True, (f"timing stopped after {n} repetitions: at least {bound:.4g} s a step, "
+                                          f"slower than the best measured ({spec.beat_step_s:.4g} s)")
+            # Each rank sees its own timings: all stop when any would, or one waits forever in the next pass.
+            if not agree(not done):
+                break
+        out: dict[str, Any] = {
+            "pass_s": statistics.median(passes), "update_s": statistics.median(updates),
+            "pass_spread_s": max(passes) - min(passes), "update_spread_s": max(updates) - min(updates),
+            "pass_times_s": passes, "update_times_s": updates, "repetitions": len(passes),
+            "warmup_s": sum(warm), "compile_s": warm[0] if compile_on else 0.0, "kernel": kernel,
+        }
+        if slower:
+            out["stopped_early"] = slower
+        if synced:
+            # The step's one gradient all-reduce, added to the update (both run once per optimizer step).
+            allreduce = max(0.0, statistics.median(synced) - out["pass_s"])
+            out.update(allreduce_s=allreduce, synced_pass_times_s=synced, optimizer_update_s=out["update_s"],
+                       update_s=out["update_s"] + allreduce)
+        if spec.verify_steps:
+            # A steady run of real optimizer steps (accumulation inside no_sync), timed end to end.
+            accum = spec.verify_accum or accum  # the configuration's own unless a shorter one was asked for
 
-        def step():
-            for i in range(accum):
-                ctx = stepper.no_sync() if i < accum - 1 else contextlib.nullcontext()
-                with ctx:
-                    stepper.pass_(batch)
-            stepper.update()
+            def step():
+                for i in range(accum):
+                    ctx = stepper.no_sync() if i < accum - 1 else contextlib.nullcontext()
+                    with ctx:
+                        stepper.pass_(batch)
+                stepper.update()
 
-        step()
-        total = timer.time(lambda: [step() for _ in range(spec.verify_steps)])
-        out.update(verify_step_s=total / spec.verify_steps, verify_steps=spec.verify_steps, verify_accum=accum)
-    if device == "cuda":
-        out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
-        # Allocator retries (free everything cached, then malloc again) stall the GPU near full memory.
-        out["alloc_retries"] = int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
-        out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
-    return out
+            step()
+            total = timer.time(lambda: [step() for _ in range(spec.verify_steps)])
+            out.update(verify_step_s=total / spec.verify_steps, verify_steps=spec.verify_steps, verify_accum=accum)
+        if device == "cuda":
+            out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
+            # Allocator retries (free everything cached, then malloc again) stall the GPU near full memory.
+            out["alloc_retries"] = int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
+            out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
+        return out
+    finally:
+        close_stepper(stepper)  # an OOM retry builds the next one: let this one's memory go first
 
 
 def _finish(result: dict[str, Any], t_start: float) -> dict[str, Any]:
