@@ -91,10 +91,14 @@ class DeepSpeedStepper:
             if methods.stage == 3:
                 zero["offload_param"] = {"device": "cpu", "pin_memory": device == "cuda"}
         world = dist.get_world_size() if dist.is_initialized() else 1
+        self.stage, self.world = methods.stage, world
+        # DeepSpeed is told the real accumulation (as training would); the timer marks each pass as a
+        # boundary or not itself (set_gradient_accumulation_boundary), so only the passes it says reduce.
+        accum = max(1, t.batch_size // (micro_batch * world))
         config: dict[str, Any] = {
             "train_micro_batch_size_per_gpu": micro_batch,
-            "gradient_accumulation_steps": 1,  # the timer calls update() itself after each pass
-            "train_batch_size": micro_batch * world,
+            "gradient_accumulation_steps": accum,
+            "train_batch_size": micro_batch * accum * world,
             "zero_optimization": zero,
             "optimizer": {
                 "type": "AdamW" if t.optimizer == "adamw" else "Adam",
@@ -113,9 +117,20 @@ class DeepSpeedStepper:
             config["fp16"] = {"enabled": True, "initial_scale_power": 16}
         self.engine, self.opt, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters(),
                                                            config=config)
+        self.engine.set_gradient_accumulation_boundary(True)  # every pass reduces unless inside no_sync()
 
+    def no_sync_is_real(self) -> bool:
+        """ZeRO-1 reduces gradients only at the accumulation boundary; ZeRO-2/3 reduce-scatter on every pass."""
+        return self.stage == 1 and self.world > 1
+
+    @contextlib.contextmanager
     def no_sync(self) -> Any:
-        return contextlib.nullcontext()
+        """Passes inside accumulation: not a boundary, so ZeRO-1 keeps its gradients local."""
+        self.engine.set_gradient_accumulation_boundary(False)
+        try:
+            yield
+        finally:
+            self.engine.set_gradient_accumulation_boundary(True)
 
     def pass_(self, batch: dict[str, torch.Tensor]) -> None:
         loss = self.engine(**batch).loss

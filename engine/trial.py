@@ -255,12 +255,11 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         warm = []
         for _ in range(max(1, spec.warmup)):
             warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
-        # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP a pass
-        # inside gradient accumulation skips the all-reduce (no_sync) and only the last one of a step runs
-        # it: passes are timed inside no_sync, and the all-reduce is timed apart (one synced pass minus one
-        # local pass) and counted once per step. Under ZeRO and FSDP each timed pass includes its gradient
-        # reduction: right for ZeRO-2/3 and FSDP, an upper bound for ZeRO-1, which real training (DeepSpeed
-        # told the accumulation) reduces only at the boundary.
+        # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP and
+        # ZeRO-1 a pass inside gradient accumulation skips the reduction (no_sync; for DeepSpeed, not an
+        # accumulation boundary) and only the last one of a step runs it: passes are timed inside no_sync,
+        # and the reduction is timed apart (one synced pass minus one local pass) and counted once per
+        # step. Under ZeRO-2/3 and FSDP each timed pass includes its gradient reduction, as in training.
         passes, updates, synced = [], [], []
         ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
         accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)

@@ -349,6 +349,20 @@ def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(tm
     assert ddp["micro_batch"] * ddp["grad_accum"] == per_rank
     assert ddp["step_s"] == pytest.approx(ddp["pass_s"] * ddp["grad_accum"] + ddp["update_s"])
     assert "allreduce_s" not in json.loads(rows["fsdp3"]["provenance"])
+    zero1 = json.loads(rows["zero1"]["provenance"])  # ZeRO-1 reduces at the boundary only, as DDP
+    assert zero1["allreduce_s"] >= 0 and len(zero1["synced_pass_times_s"]) == rows["zero1"]["repetitions"]
+
+
+def test_zero1_accumulates_without_reducing_until_the_boundary(tmp_path):
+    """DeepSpeed is told the real accumulation (4 here) and the passes inside it skip the reduction."""
+    req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("zero1",), max_micro_batch=2)
+    _sweep(req)
+    with Store.open(req.db, read_only=True) as s:
+        (row,) = s.trials(model="tiny-neox")
+    prov = json.loads(row["provenance"])
+    assert row["feasible"] and row["micro_batch"] == 2 and row["grad_accum"] == 4, row["failure_message"]
+    assert row["update_s"] == pytest.approx(prov["optimizer_update_s"] + prov["allreduce_s"])
+    assert row["step_s"] == pytest.approx(row["pass_s"] * 4 + row["update_s"])
 
 
 # --- several nodes: torchrun agents meeting through c10d rendezvous ----------------------------------
