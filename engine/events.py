@@ -24,6 +24,7 @@ class TrialSpec:
     num_nodes: int = 1
     preset_paths: tuple[str, ...] = ()
     compile: bool = True
+    compile_mode: str | None = None  # torch.compile's mode (None: its default)
     tf32: bool = True
     max_micro_batch: int | None = None  # per-GPU cap (defaults to the per-GPU replication batch)
     dominated_at_or_below: int | None = None  # stop after the batch search if it cannot beat this

@@ -135,6 +135,11 @@ def schedule(t: Training, model_id: str) -> dict[str, Any]:
                        "constant, linear, cosine, 'cosine to 0.1x' or 'cosine to 1e-5'")
 
 
+def _prov(row: dict) -> dict:
+    p = row.get("provenance")
+    return json.loads(p) if isinstance(p, str) and p else (p or {})
+
+
 def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dict[str, Any]:
     """TrainingArguments kwargs: the measured micro-batch and methods, the preset's recipe."""
     t = model.training
@@ -158,6 +163,8 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         "bf16": t.precision == "bf16", "fp16": t.precision == "fp16",
         "tf32": bool(row["tf32"]) and device == "cuda",
         "torch_compile": bool(row["compile"]),
+        **({"torch_compile_mode": _prov(row).get("compile_mode")} if row["compile"] and _prov(row).get("compile_mode")
+           else {}),
         "ddp_find_unused_parameters": False,  # every parameter gets a gradient (HF would search each step)
         "dataloader_drop_last": True,
         "logging_steps": 10,

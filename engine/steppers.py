@@ -33,14 +33,15 @@ class PlainStepper:
     """Eager or compiled PyTorch with AMP autocast (fp32 master weights, as HF Trainer does)."""
 
 
-    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool):
+    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool,
+                 compile_mode: str | None = None):
         self.model, self.device = model, device
         self.dtype = DTYPES[model.training.precision]
         self.net = net
         if dist.is_initialized() and dist.get_world_size() > 1:
             ids = [torch.cuda.current_device()] if device == "cuda" else None
             self.net = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids)
-        self.forward = torch.compile(self.net) if compile else self.net
+        self.forward = torch.compile(self.net, mode=compile_mode) if compile else self.net
         self.opt = _optimizer(model, net.parameters(), device, fused=methods.free_lunch)
         use_scaler = self.dtype is torch.float16 and device == "cuda"
         self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
@@ -152,7 +153,8 @@ class FsdpStepper:
     gathered until backward; offload keeps parameters, gradients and the optimizer step on the CPU."""
 
 
-    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool):
+    def __init__(self, net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool,
+                 compile_mode: str | None = None):
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
         self.model = model
@@ -168,7 +170,7 @@ class FsdpStepper:
             fully_shard(block, **kwargs)
         fully_shard(net, **kwargs)
         self.net = net
-        self.forward = torch.compile(net) if compile else net
+        self.forward = torch.compile(net, mode=compile_mode) if compile else net
         # With offload the parameters live on the CPU, so the optimizer steps there (no fused kernel).
         self.opt = _optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
                               fused=methods.free_lunch)
@@ -200,9 +202,9 @@ def close(stepper: Any) -> None:
 
 
 def make_stepper(net: torch.nn.Module, model: Model, methods: Methods, device: str, compile: bool,
-                 micro_batch: int) -> Any:
+                 micro_batch: int, compile_mode: str | None = None) -> Any:
     if methods.deepspeed:
         return DeepSpeedStepper(net, model, methods, device, micro_batch)
     if methods.fsdp:
-        return FsdpStepper(net, model, methods, device, compile)
-    return PlainStepper(net, model, methods, device, compile)
+        return FsdpStepper(net, model, methods, device, compile, compile_mode)
+    return PlainStepper(net, model, methods, device, compile, compile_mode)

@@ -48,6 +48,7 @@ class SweepRequest:
     max_micro_batch: int | None = None
     cpu_memory_limit_mb: int | None = None
     compile: bool = True
+    compile_mode: str | None = None  # torch.compile mode for free-lunch (None: default); see COMPILE_MODES
     only: tuple[str, ...] = ()  # combination labels to run (e.g. "ckpt", "zero3+offload"); empty: all
     faults: dict[str, str] = field(default_factory=dict)  # test hook: combination label -> crash | hang
     device_kind: str | None = None  # provenance: the lent machine kind, if any
@@ -60,11 +61,18 @@ class SweepRequest:
     stop_after_s: float | None = None
 
 
+# torch.compile's modes: max-autotune tries Triton matmul templates (longer compile), reduce-overhead
+# and max-autotune add CUDA graphs. Default: None (torch's own default).
+COMPILE_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
 def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
     """What makes two trials the same measurement; a resumed sweep skips keys already final."""
     key = f"{req.model}|{gpu}|{req.num_gpus}|{req.num_nodes}|{m.label}|{req.device}"
     if not req.compile:
         key += "|no-compile"
+    elif req.compile_mode:
+        key += f"|compile-{req.compile_mode}"
     if req.max_micro_batch:
         key += f"|max-mb-{req.max_micro_batch}"
     return key
@@ -130,6 +138,8 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     else:
         tf32 = False
     check_launcher(req)
+    if req.compile_mode is not None and req.compile_mode not in COMPILE_MODES:
+        raise PlannerError(f"--compile-mode is one of {', '.join(COMPILE_MODES)}, not {req.compile_mode!r}")
     total = req.num_gpus * req.num_nodes
     if model.training.batch_size % total:
         raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
@@ -145,7 +155,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
         specs.append(TrialSpec(
             key=trial_key(req, gpu, m), model=req.model, gpu=gpu, num_gpus=req.num_gpus, num_nodes=req.num_nodes,
             methods=m, device=req.device, preset_paths=tuple(str(Path(p).resolve()) for p in req.presets),
-            compile=req.compile, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
+            compile=req.compile, compile_mode=req.compile_mode, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
             warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH else 0,
             verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
             fault=req.faults.get(m.label),
@@ -184,7 +194,8 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
-              "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early"):
+              "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
+              "compile_mode"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":

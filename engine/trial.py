@@ -126,6 +126,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     result: dict[str, Any] = {
         "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32,
+        "compile_mode": spec.compile_mode if compile_on else None,
         "versions": _versions(),
     }
     if spec.fault == "crash":
@@ -146,7 +147,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         net = modeling.build_model(model, attn, device)
         if m.activation_checkpointing:
             result["checkpointing"] = modeling.enable_checkpointing(net, model)
-        return make_stepper(net, model, m, device, compile_now, micro_batch)
+        return make_stepper(net, model, m, device, compile_now, micro_batch, spec.compile_mode)
 
     if spec.cpu_memory_limit_mb and device == "cpu":
         _limit_cpu_memory(spec.cpu_memory_limit_mb)

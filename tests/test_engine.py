@@ -51,6 +51,20 @@ def test_the_papers_search_space_sizes():
     assert not space.uses_compile(space.FREE_LUNCH, model_can_compile=False)  # e.g. Mamba
 
 
+def test_a_compile_mode_is_its_own_measurement_and_a_bad_one_is_refused(tmp_path):
+    from engine.errors import PlannerError
+    from engine.sweep import plan, trial_key
+
+    presets = load_presets((TINY,))
+    tuned = _request(tmp_path, compile=True, compile_mode="max-autotune-no-cudagraphs")
+    assert trial_key(tuned, "cpu", space.FREE_LUNCH).endswith("|compile-max-autotune-no-cudagraphs")
+    assert trial_key(_request(tmp_path, compile=True), "cpu", space.FREE_LUNCH).endswith("|cpu")
+    spec = plan(tuned, presets, "cpu")[1]
+    assert ev.TrialSpec.from_json(spec.to_json()).compile_mode == "max-autotune-no-cudagraphs"
+    with pytest.raises(PlannerError, match="compile-mode is one of"):
+        plan(_request(tmp_path, compile=True, compile_mode="fastest"), presets, "cpu")
+
+
 def test_dominance_needs_a_measured_subset():
     ckpt = space.Methods(activation_checkpointing=True)
     ckpt_zero = space.Methods(activation_checkpointing=True, sharding="zero3", offloading=True)

@@ -184,6 +184,11 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
     assert a["max_steps"] == 143000 and a["lr_scheduler_type"] == "cosine_with_min_lr"
     assert a["lr_scheduler_kwargs"] == {"min_lr_rate": 0.1} and a["warmup_steps"] == 1430
     assert r.plan["device"] == "cuda" and r.plan["mfu"] <= 1.0 and runner_up["step_s"] > row["step_s"]
+    assert "torch_compile_mode" not in a  # measured with torch.compile's default mode
+    tuned = recipe.training_args({**row, "provenance": json.dumps({"compile_mode": "max-autotune-no-cudagraphs"})},
+                                 presets.model("pythia-1b"), "cpu", [])
+    assert tuned["torch_compile_mode"] == "max-autotune-no-cudagraphs"
+    TrainingArguments(**{**tuned, "output_dir": str(tmp_path)})
     # The allocator setting travels with the measurement that recorded it (older ones did not).
     assert "PYTORCH_CUDA_ALLOC_CONF" not in r.launch or r.plan["provenance"].get("alloc_conf")
     plan = {**r.plan, "provenance": {**r.plan["provenance"], "alloc_conf": "expandable_segments:True"}}

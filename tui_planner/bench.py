@@ -57,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
                    help="run only these combinations, e.g. free-lunch ckpt zero3+offload")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
+    p.add_argument("--compile-mode", choices=["reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                   help="torch.compile's mode for the compiled combinations (default: torch's default); "
+                        "stored as separate trials and exported as torch_compile_mode"),
     p.add_argument("--no-memory-skip", action="store_true",
                    help="run combinations the memory model says cannot fit or win (skipped by default)")
     p.add_argument("--device-kind", help="provenance: the machine kind (e.g. a cloud instance type)")
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
         repetitions=args.repetitions, verify_steps=args.verify_steps, verify_accum=args.verify_accum,
-        stop_after_s=args.stop_after, compile=not args.no_compile,
+        stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
         memory_skip=not args.no_memory_skip,
     ) for n in args.gpus]
