@@ -92,7 +92,7 @@ class DeepSpeedStepper:
             if methods.stage == 3:
                 zero["offload_param"] = {"device": "cpu", "pin_memory": device == "cuda"}
         world = dist.get_world_size() if dist.is_initialized() else 1
-        self.stage, self.world = methods.stage, world
+        self.stage, self.world, self.offloading = methods.stage, world, methods.offloading
         # DeepSpeed is told the real accumulation (as training would); the timer marks each pass as a
         # boundary or not itself (set_gradient_accumulation_boundary), so only the passes it says reduce.
         accum = max(1, t.batch_size // (micro_batch * world))
@@ -121,8 +121,9 @@ class DeepSpeedStepper:
         self.engine.set_gradient_accumulation_boundary(True)  # every pass reduces unless inside no_sync()
 
     def no_sync_is_real(self) -> bool:
-        """ZeRO-1 reduces gradients only at the accumulation boundary; ZeRO-2/3 reduce-scatter on every pass."""
-        return self.stage == 1 and self.world > 1
+        """ZeRO-1 reduces gradients (and with offload copies them to the CPU) only at the accumulation
+        boundary; ZeRO-2/3 reduce-scatter (and copy) on every pass."""
+        return self.stage == 1 and (self.world > 1 or self.offloading)
 
     @contextlib.contextmanager
     def no_sync(self) -> Any:
@@ -147,6 +148,14 @@ class DeepSpeedStepper:
         engine, self.engine, self.opt = self.engine, None, None
         if engine is not None:
             engine.destroy()
+            # ZeRO-3 keeps the top module in a global stack that destroy() leaves; its hooks hold the engine.
+            try:
+                from deepspeed.runtime.zero import parameter_offload
+
+                stack = parameter_offload.FWD_MODULE_STACK
+                stack[:] = [m for m in stack if m is not engine.module]
+            except (ImportError, AttributeError):
+                pass
 
 class FsdpStepper:
     """PyTorch FSDP (fully_shard): stage 3 reshards parameters after forward, stage 2 keeps them

@@ -400,7 +400,8 @@ class Store:
         final = ""
         if final_only:
             kinds = "'oom', 'dominated', 'refused'" if pruned_final else "'oom', 'refused'"
-            measured = "feasible" if pruned_final else "(feasible AND failure_kind IS NULL)"
+            measured = "feasible" if pruned_final else (
+                "(feasible AND failure_kind IS NULL AND coalesce(provenance, '') NOT LIKE '%\"stopped_early\"%')")
             final = f" AND ({measured} OR failure_kind IN ({kinds}))"
         rows = self.con.execute(
             f"SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?)){final}", [keys]

@@ -242,8 +242,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         # An exhaustive sweep also measures what an earlier, pruned one left as dominated or skipped.
         done = store.done_keys([s.key for s in specs], final_only=True, pruned_final=not req.exhaustive)
         skip_cal = _memory_calibration(req, presets, store)
-        if skip_cal is not None and not req.exhaustive:  # skipped by the memory model: still skipped
-            done |= _memory_skipped_keys(store, specs)
+        if skip_cal is not None:  # skipped by the memory model: still skipped (exhaustive: only no-fits)
+            done |= _memory_skipped_keys(store, specs, cannot_fit_only=req.exhaustive)
         info = host_info()
         run = Run(
             source="measured", host=info["host"], device_kind=req.device_kind,
@@ -279,8 +279,9 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 if (stop is not None and stop.is_set()) or (pause is not None and pause.is_set()):
                     break
                 if req.stop_after_s is not None and time.monotonic() - t0 > req.stop_after_s:
+                    left = sum(1 for s in specs[i:] if s.key not in done)
                     out_of_time = (f"time limit: no trial starts after {req.stop_after_s:.0f} s; "
-                                   f"{len(specs) - i} left, run the same command again to resume")
+                                   f"{left} left, run the same command again to resume")
                     break
                 on_event(TrialStarted(spec.key, label, i + 1, len(specs)))
                 floor, by = _dominance_floor(spec.methods, fits)
@@ -351,9 +352,10 @@ def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
         return None
 
 
-def _memory_skipped_keys(store: Store, specs: list[TrialSpec]) -> set[str]:
-    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = 'memory' AND key IN (SELECT unnest(?))",
-                       [[s.key for s in specs]])
+def _memory_skipped_keys(store: Store, specs: list[TrialSpec], cannot_fit_only: bool = False) -> set[str]:
+    extra = " AND failure_message NOT LIKE '%dominated%'" if cannot_fit_only else ""
+    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = 'memory' AND key IN (SELECT unnest(?))"
+                       + extra, [[s.key for s in specs]])
     return {r["key"] for r in rows}
 
 

@@ -24,6 +24,9 @@ from typing import Any, Callable
 
 from engine.events import MARKER, TrialSpec
 
+# How much slower than the best step a trial's lower bound must be before its timing stops early.
+EARLY_STOP_MARGIN = 0.03
+
 
 RANK = int(os.environ.get("RANK", "0"))
 
@@ -279,13 +282,16 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             done = n >= spec.max_repetitions or (n >= 3 and sum(passes) + sum(updates) > spec.time_budget_s)
             if not done and n >= max(2, spec.repetitions):
                 done = statistics.stdev(passes) / statistics.mean(passes) / math.sqrt(n) < 0.005
-            if not done and spec.beat_step_s and n >= 2:
-                # Its fastest pass and update so far (all-reduce left out) already make a slower step than the
-                # best measured one: more repetitions cannot change the winner.
+            if spec.beat_step_s and n >= 2:
+                # Its fastest pass and update so far (reduction left out) already make a step slower than the
+                # best measured one, with a margin for timing noise: more repetitions cannot change the winner.
+                # Every rank asks (one collective each time), so rank 0, which reports, knows if any rank stopped.
                 bound = formulas.step_time_s(min(passes), accum, min(updates))
-                if bound > spec.beat_step_s:
+                mine = not done and bound > spec.beat_step_s * (1 + EARLY_STOP_MARGIN)
+                if not agree(not mine):
                     done, slower = True, (f"timing stopped after {n} repetitions: at least {bound:.4g} s a step, "
-                                          f"slower than the best measured ({spec.beat_step_s:.4g} s)")
+                                          f"over {EARLY_STOP_MARGIN:.0%} slower than the best measured "
+                                          f"({spec.beat_step_s:.4g} s)")
             # Each rank sees its own timings: all stop when any would, or one waits forever in the next pass.
             if not agree(not done):
                 break
@@ -323,7 +329,10 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
         return out
     finally:
-        close_stepper(stepper)  # an OOM retry builds the next one: let this one's memory go first
+        try:
+            close_stepper(stepper)  # an OOM retry builds the next one: let this one's memory go first
+        except Exception as e:  # noqa: BLE001 - never let cleanup hide the error that got us here
+            emit("log", line=f"releasing the stepper failed: {type(e).__name__}: {e}")
 
 
 def _finish(result: dict[str, Any], t_start: float) -> dict[str, Any]:

@@ -120,3 +120,34 @@ def test_a_second_process_gets_a_clear_message_while_one_writes(tmp_path):
         holder.kill()
         holder.wait()
     Store.open(path).close()  # free again once the writer is gone
+
+
+def test_what_an_exhaustive_sweep_counts_as_done(tmp_path):
+    """A pruned sweep's rows: measured in full (done either way), stopped early or dominated (done for a
+    pruned sweep, measured again by an exhaustive one), a crash (never done)."""
+    rows = {
+        "full": dict(feasible=True, provenance='{"repetitions": 5}'),
+        "early": dict(feasible=True, provenance='{"stopped_early": "timing stopped after 2 repetitions"}'),
+        "dominated": dict(feasible=True, failure_kind="dominated"),
+        "crash": dict(feasible=False, failure_kind="failed"),
+    }
+    with Store.open(tmp_path / "s.duckdb", read_only=False) as s:
+        for key, kw in rows.items():
+            s.add_trial(Trial(model="m", gpu="h100", num_gpus=1, source="measured", key=key, **kw))
+        assert s.done_keys(rows, final_only=True) == {"full", "early", "dominated"}
+        assert s.done_keys(rows, final_only=True, pruned_final=False) == {"full"}
+
+
+def test_an_exhaustive_sweep_still_skips_what_cannot_fit(tmp_path):
+    from engine.events import TrialSpec
+    from engine.space import FREE_LUNCH
+    from engine.sweep import _memory_skipped_keys
+
+    with Store.open(tmp_path / "s.duckdb", read_only=False) as s:
+        for key, why in (("nofit", "skipped by the memory model: needs at least 90 GB at micro-batch 1"),
+                         ("dom", "skipped by the memory model: dominated, free-lunch already runs micro-batch 16")):
+            s.add_trial(Trial(model="m", gpu="h100", num_gpus=1, source="predicted", key=key, feasible=False,
+                              failure_kind="memory", failure_message=why))
+        specs = [TrialSpec(key=k, model="m", gpu="h100", num_gpus=1, methods=FREE_LUNCH) for k in ("nofit", "dom")]
+        assert _memory_skipped_keys(s, specs) == {"nofit", "dom"}
+        assert _memory_skipped_keys(s, specs, cannot_fit_only=True) == {"nofit"}

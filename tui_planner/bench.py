@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repetitions", type=int, default=5, help="timed passes per trial, at least (default 5)")
     p.add_argument("--verify-steps", type=int, default=0,
                    help="after timing free-lunch, run this many real optimizer steps end to end and store "
-                        "their mean beside the model's step time (pass x accumulation + update)")
+                        "their mean beside the model's step time (pass x accumulation + update); that is N x "
+                        "accumulation passes inside the trial: give --timeout room")
     p.add_argument("--verify-accum", type=int, default=0, metavar="N",
                    help="accumulation of those steps (default: the configuration's own)")
     p.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
