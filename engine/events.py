@@ -132,6 +132,8 @@ class SweepFinished:
     counts: dict[str, int] = field(default_factory=dict)
     stopped: bool = False
     reason: str = ""  # why it stopped early (e.g. the time limit), for the user
+    elapsed_s: float = 0.0  # wall time of this sweep (this run of it, when resumed)
+    best: str = ""  # the fastest measured setting in the cell so far, e.g. "free-lunch, 52.6 days"
 
 
 # Lines a trial process prints on stdout for its parent start with this marker, then JSON.

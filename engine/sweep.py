@@ -320,7 +320,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                                        verify_predicted_s=out.result.get("verify_predicted_s")))
         stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()) or out_of_time)
         store.finish_run(run.run_id, "stopped" if stopped else "done")
-        on_event(SweepFinished(counts=counts, stopped=stopped, reason=out_of_time))
+        on_event(SweepFinished(counts=counts, stopped=stopped, reason=out_of_time, elapsed_s=time.monotonic() - t0,
+                               best=_best_label(store, specs)))
         return run.run_id
     except BaseException:
         if run_started:
@@ -399,6 +400,16 @@ def _measured_micro_batches(store: Store, specs: list[TrialSpec]) -> dict[space.
         if rows and rows[0]["micro_batch"]:
             out[s.methods] = rows[0]["micro_batch"]
     return out
+
+
+def _best_label(store: Store, specs: list[TrialSpec]) -> str:
+    rows = store.query("SELECT key, days, micro_batch, grad_accum FROM trials WHERE key IN (SELECT unnest(?)) "
+                       "AND feasible AND days IS NOT NULL AND source = 'measured' ORDER BY step_s LIMIT 1",
+                       [[s.key for s in specs]])
+    if not rows:
+        return ""
+    r = rows[0]
+    return f"{r['key'].split('|')[4]}, {r['micro_batch']} x {r['grad_accum']}, {r['days']:.3g} days"
 
 
 def _best_step(store: Store, specs: list[TrialSpec]) -> float | None:

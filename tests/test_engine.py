@@ -167,6 +167,9 @@ def test_a_sweep_measures_writes_rows_and_resumes(tmp_path):
     finished = {e.label: e for e in seen if isinstance(e, ev.TrialFinished)}
     assert finished["free-lunch"].verify_step_s == prov["verify_step_s"] and finished["naive"].verify_step_s is None
 
+    end = seen[-1]
+    fastest = min(rows.values(), key=lambda r: r["step_s"])
+    assert end.elapsed_s > 0 and end.best.startswith(fastest["key"].split("|")[4] + ", 16 x 1, ")
     again = _sweep(req)  # resume: nothing left to do
     assert again[0].skipped == 2 and not [e for e in again if isinstance(e, ev.TrialStarted)]
     with Store.open(req.db) as s:

@@ -127,8 +127,11 @@ def run(args: argparse.Namespace) -> int:
             pass
         elif isinstance(e, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
-            console.print(f"{'stopped' if e.stopped else 'done'}: {counts}. Results: tui-planner results --db {args.db} "
-                          f"--model {args.model}")
+            took = f" in {int(e.elapsed_s // 60)}m {e.elapsed_s % 60:02.0f}s"
+            console.print(f"{'stopped' if e.stopped else 'done'}: {counts}{took}. Results: tui-planner results "
+                          f"--db {args.db} --model {args.model}")
+            if e.best:
+                console.print(f"fastest so far: [b]{e.best}[/]")
             if e.reason:
                 console.print(f"[yellow]{e.reason}[/]")
         elif isinstance(e, Log) and getattr(args, "verbose", False):
