@@ -7,6 +7,7 @@ Nothing is downloaded: the architecture comes from the preset's config values.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from typing import Any
 
 import torch
@@ -130,5 +131,8 @@ def _mamba_path() -> str:
         fast = has
     if fast and torch.cuda.is_available():
         return "mamba-ssm CUDA kernels"
+    off = [p for p in ("mamba_ssm", "causal_conv1d") if sys.modules.get(p, 0) is None]
+    if off:
+        return f"torch fallback (slow); {', '.join(off)} turned off (naive)"
     missing = [p for p in ("mamba_ssm", "causal_conv1d") if importlib.util.find_spec(p) is None]
     return "torch fallback (slow)" + (f"; missing {', '.join(missing)}" if missing else "")

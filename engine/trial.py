@@ -102,11 +102,33 @@ def _limit_cpu_memory(extra_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def hide_packages(names) -> list[str]:
+    """Make optional packages look absent to this process (before anything imports them): `import` fails
+    and importlib.util.find_spec answers None, so libraries take their fallback path. Returns those that
+    were installed."""
+    import importlib.util
+
+    hidden = []
+    for name in names:
+        if name in sys.modules and sys.modules[name] is not None:
+            raise RuntimeError(f"{name} is already imported; it cannot be turned off in this process")
+        if importlib.util.find_spec(name) is not None:
+            hidden.append(name)
+        sys.modules[name] = None  # type: ignore[assignment]
+    return hidden
+
+
 def run(spec: TrialSpec) -> dict[str, Any]:
+    from engine.presets import load_presets
+
+    # Naive runs without the preset's optional fused kernels (e.g. mamba-ssm's selective scan): turned off
+    # before torch and transformers import anything, since transformers uses them whenever it finds them.
+    early = load_presets(spec.preset_paths).model(spec.model)
+    kernels_off = hide_packages(early.fused_kernels) if not spec.methods.free_lunch else []
+
     import torch
 
     from engine import formulas, modeling, space
-    from engine.presets import load_presets
     from engine.steppers import close as close_stepper
     from engine.steppers import make_stepper
 
@@ -130,6 +152,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     result: dict[str, Any] = {
         "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32,
         "compile_mode": spec.compile_mode if compile_on else None,
+        **({"kernels_off": kernels_off} if kernels_off else {}),
         "versions": _versions(),
     }
     if spec.fault == "crash":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from engine import events as ev
 from engine import space
 from engine.environment import sanitize_cuda_arch_env, trial_env
@@ -347,6 +347,31 @@ def test_every_model_family_runs_with_and_without_checkpointing(tmp_path, model,
     assert rows["ckpt"]["activation_checkpointing"] and rows["ckpt"]["days"] > 0
     if model == "tiny-convnext":  # transformers' ConvNeXt has no checkpointing: the engine wraps each stage
         assert json.loads(rows["ckpt"]["provenance"])["checkpointing"] == "stages"
+
+
+def test_naive_turns_the_presets_fused_kernels_off(tmp_path):
+    """A kernel package that is installed looks absent to a naive trial: find_spec says None and import
+    fails, so transformers takes its torch path (the paper's naive). Checked on a stand-in package."""
+    import subprocess
+    import sys
+
+    (tmp_path / "fake_kernel").mkdir()
+    (tmp_path / "fake_kernel" / "__init__.py").write_text("")
+    code = ("import importlib.util, sys; from engine.trial import hide_packages; "
+            "assert importlib.util.find_spec('fake_kernel') is not None; "
+            "print(hide_packages(['fake_kernel', 'not_installed_anywhere'])); "
+            "assert importlib.util.find_spec('fake_kernel') is None\n"
+            "try:\n    import fake_kernel\nexcept ImportError:\n    print('import fails')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT),
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["['fake_kernel']", "import fails"]
+    # A real naive trial of the tiny Mamba says its kernels were off, and still measures.
+    req = _request(tmp_path, model="tiny-mamba", methods="naive", only=("naive",))
+    _sweep(req)
+    with Store.open(req.db) as s:
+        (row,) = s.trials()
+    assert row["feasible"] and "turned off (naive)" in row["kernel"]
 
 
 def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(tmp_path):
