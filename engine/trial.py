@@ -176,6 +176,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         return make_stepper(net, model, m, device, compile_now, micro_batch, spec.compile_mode)
 
     if spec.cpu_memory_limit_mb and device == "cpu":
+        import transformers
+
+        # Import the model's code first: under the cap, only the model's own memory should run out.
+        getattr(transformers, model.config_class), getattr(transformers, model.hf_class)
         _limit_cpu_memory(spec.cpu_memory_limit_mb)
 
     # 1. The largest power-of-two micro-batch that fits: one pass + one update each, no compile (as the
