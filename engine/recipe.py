@@ -148,6 +148,7 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         raise PlannerError(f"trial {row['trial_id']}: micro-batch {row['micro_batch']} x accumulation "
                            f"{row['grad_accum']} x {world} GPUs is not {model.id}'s batch of {t.batch_size}")
     ckpt = bool(row["activation_checkpointing"])
+    mode = _prov(row).get("compile_mode") if row["compile"] else None  # torch.compile's, when not its default
     args: dict[str, Any] = {
         "output_dir": "checkpoints",
         "per_device_train_batch_size": row["micro_batch"],
@@ -163,8 +164,7 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         "bf16": t.precision == "bf16", "fp16": t.precision == "fp16",
         "tf32": bool(row["tf32"]) and device == "cuda",
         "torch_compile": bool(row["compile"]),
-        **({"torch_compile_mode": _prov(row).get("compile_mode")} if row["compile"] and _prov(row).get("compile_mode")
-           else {}),
+        **({"torch_compile_mode": mode} if mode else {}),
         "ddp_find_unused_parameters": False,  # every parameter gets a gradient (HF would search each step)
         "dataloader_drop_last": True,
         "logging_steps": 10,
@@ -257,7 +257,7 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
     args = training_args(row, model, device, notes)
     ds = deepspeed_config(row, model, device)
     world = row["num_gpus"] * row["num_nodes"]
-    prov = json.loads(row["provenance"]) if row.get("provenance") else {}
+    prov = _prov(row)
     keep = ("trial_id", "run_id", "source", "model", "gpu", "num_gpus", "num_nodes", "free_lunch", "compile", "tf32",
             "attention", "kernel", "activation_checkpointing", "sharding", "offloading", "micro_batch", "grad_accum",
             "pass_s", "update_s", "step_s", "days", "mfu", "plausibility", "peak_memory_gb", "created_at")

@@ -265,7 +265,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         out_of_time = ""
         t0 = time.monotonic()
         fits = _measured_micro_batches(store, specs)
-        best_step = _best_step(store, specs)
+        best = _best_measured(store, specs)
+        best_step = best["step_s"] if best else None
         # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
         shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
         with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared,
@@ -321,7 +322,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()) or out_of_time)
         store.finish_run(run.run_id, "stopped" if stopped else "done")
         on_event(SweepFinished(counts=counts, stopped=stopped, reason=out_of_time, elapsed_s=time.monotonic() - t0,
-                               best=_best_label(store, specs)))
+                               best=_best_label(_best_measured(store, specs))))
         return run.run_id
     except BaseException:
         if run_started:
@@ -402,21 +403,16 @@ def _measured_micro_batches(store: Store, specs: list[TrialSpec]) -> dict[space.
     return out
 
 
-def _best_label(store: Store, specs: list[TrialSpec]) -> str:
-    rows = store.query("SELECT key, days, micro_batch, grad_accum FROM trials WHERE key IN (SELECT unnest(?)) "
+def _best_measured(store: Store, specs: list[TrialSpec]) -> dict | None:
+    """The fastest step measured so far in this sweep's cell (a resumed sweep bounds with it too)."""
+    rows = store.query("SELECT key, step_s, days, micro_batch, grad_accum FROM trials WHERE key IN (SELECT unnest(?)) "
                        "AND feasible AND days IS NOT NULL AND source = 'measured' ORDER BY step_s LIMIT 1",
                        [[s.key for s in specs]])
-    if not rows:
-        return ""
-    r = rows[0]
-    return f"{r['key'].split('|')[4]}, {r['micro_batch']} x {r['grad_accum']}, {r['days']:.3g} days"
+    return rows[0] if rows else None
 
 
-def _best_step(store: Store, specs: list[TrialSpec]) -> float | None:
-    """The fastest step measured so far in this sweep's cell (a resumed sweep bounds with it too)."""
-    rows = store.query("SELECT min(step_s) AS s FROM trials WHERE key IN (SELECT unnest(?)) AND feasible "
-                       "AND days IS NOT NULL AND source = 'measured'", [[s.key for s in specs]])
-    return rows[0]["s"] if rows and rows[0]["s"] is not None else None
+def _best_label(r: dict | None) -> str:
+    return f"{r['key'].split('|')[4]}, {r['micro_batch']} x {r['grad_accum']}, {r['days']:.3g} days" if r else ""
 
 
 def _dominance_floor(m: space.Methods, fits: dict[space.Methods, int]) -> tuple[int | None, str]:

@@ -123,8 +123,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     # Naive runs without the preset's optional fused kernels (e.g. mamba-ssm's selective scan): turned off
     # before torch and transformers import anything, since transformers uses them whenever it finds them.
-    early = load_presets(spec.preset_paths).model(spec.model)
-    kernels_off = hide_packages(early.fused_kernels) if not spec.methods.free_lunch else []
+    t_start = time.perf_counter()
+    presets = load_presets(spec.preset_paths)
+    model = presets.model(spec.model)
+    kernels_off = hide_packages(model.fused_kernels) if not spec.methods.free_lunch else []
 
     import torch
 
@@ -132,9 +134,6 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     from engine.steppers import close as close_stepper
     from engine.steppers import make_stepper
 
-    t_start = time.perf_counter()
-    presets = load_presets(spec.preset_paths)
-    model = presets.model(spec.model)
     m = spec.methods
     device = spec.device
     if device == "cuda":

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
-from engine.sweep import SweepRequest, run_sweep
+from engine.sweep import COMPILE_MODES, SweepRequest, run_sweep
 from tui_planner import format as fmt
 
 STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
                    help="run only these combinations, e.g. free-lunch ckpt zero3+offload")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
-    p.add_argument("--compile-mode", choices=["reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+    p.add_argument("--compile-mode", choices=COMPILE_MODES,
                    help="torch.compile's mode for the compiled combinations (default: torch's default); "
                         "stored as separate trials and exported as torch_compile_mode"),
     p.add_argument("--no-memory-skip", action="store_true",
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             pass
         elif isinstance(e, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
-            took = f" in {int(e.elapsed_s // 60)}m {e.elapsed_s % 60:02.0f}s"
+            took = f" in {fmt.duration(e.elapsed_s)}"
             console.print(f"{'stopped' if e.stopped else 'done'}: {counts}{took}. Results: tui-planner results "
                           f"--db {args.db} --model {args.model}")
             if e.best:

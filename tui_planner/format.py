@@ -20,6 +20,11 @@ def mfu(value: float | None, flag: str | None = None) -> str:
     return f"{text}{FLAG_MARK[flag]}" if flag in FLAG_MARK else text
 
 
+def duration(seconds: float) -> str:
+    """Wall time as minutes and seconds, e.g. '17m 47s'."""
+    return f"{int(seconds // 60)}m {seconds % 60:02.0f}s"
+
+
 def usd(value: float | None) -> str:
     return "—" if value is None else f"${value:,.0f}"
 

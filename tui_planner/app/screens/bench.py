@@ -256,7 +256,7 @@ class BenchScreen(Screen):
             self.query_one("#log", RichLog).write(e.line)
         elif isinstance(e, ev.SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items())) or "nothing to run"
-            took = f" in {int(e.elapsed_s // 60)}m {e.elapsed_s % 60:02.0f}s"
+            took = f" in {fmt.duration(e.elapsed_s)}"
             best = f" · fastest: {e.best}" if e.best else ""
             self._label(("[yellow]stopped[/]: " if e.stopped else "[green]done[/]: ") + counts + took + best
                         + (" · r resumes" if e.stopped else " · v browses them"))
