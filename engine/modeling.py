@@ -27,11 +27,56 @@ def attention_implementation(model: Model, free_lunch: bool, device: str) -> str
     return "sdpa" if model.attention == "sdpa" else "eager"
 
 
+_CAUSAL_FLAG: dict[str, Any] = {}
+
+
+def causal_attention_as_flag() -> bool:
+    """Let SDPA's causal kernels run under torch.compile: a causal mask without padding becomes `is_causal`.
+
+    transformers builds a dense (batch, 1, seq, seq) boolean mask for SDPA whenever torch.compile traces the
+    model with torch before 2.14 (it cannot tell compiling from exporting there), although eager runs skip it.
+    With a mask tensor SDPA cannot use flash attention, and cuDNN computes every block, masked or not: on
+    Pythia-1B (H100) attention took 36% of a compiled pass. Pre-training batches have no padding, so the mask
+    is exactly causal; this returns no mask in that case, as eager transformers (and torch >= 2.14) do, and
+    leaves every other case (padding, sliding windows, packed sequences, cache offsets) to transformers.
+    Returns whether the override is in place (False where this transformers has no mask interface).
+    """
+    if "on" in _CAUSAL_FLAG:
+        return _CAUSAL_FLAG["on"]
+    try:
+        from transformers import masking_utils as mu
+
+        original = mu.AttentionMaskInterface._global_mapping["sdpa"]
+        causal = mu.causal_mask_function
+    except (ImportError, AttributeError, KeyError):
+        _CAUSAL_FLAG["on"] = False
+        return False
+
+    def sdpa_mask(*args: Any, **kwargs: Any) -> Any:
+        q_len = kwargs.get("q_length")
+        if q_len is None and isinstance(kwargs.get("cache_position"), torch.Tensor):
+            q_len = kwargs["cache_position"].shape[0]
+        kv_len = kwargs.get("kv_length")
+        plain = (not args and kwargs.get("allow_is_causal_skip", True)
+                 and kwargs.get("attention_mask") is None
+                 and kwargs.get("mask_function", causal) is causal
+                 and kwargs.get("local_size") is None and kwargs.get("local_attention_size") is None
+                 and isinstance(q_len, int) and q_len == kv_len and q_len > 1)
+        return None if plain else original(*args, **kwargs)
+
+    sdpa_mask.__wrapped__ = original  # type: ignore[attr-defined]
+    mu.AttentionMaskInterface.register("sdpa", sdpa_mask)
+    _CAUSAL_FLAG["on"] = True
+    return True
+
+
 def build_model(model: Model, attn: str, device: str) -> torch.nn.Module:
     config_cls = getattr(transformers, model.config_class)
     config = config_cls(**dict(model.config))
     cls = getattr(transformers, model.hf_class)
     kwargs: dict[str, Any] = {"dtype": torch.float32}
+    if attn == "sdpa":
+        causal_attention_as_flag()
     if attn != "none":
         kwargs["attn_implementation"] = attn
     with torch.device(device):

@@ -152,6 +152,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32,
         "compile_mode": spec.compile_mode if compile_on else None,
         **({"kernels_off": kernels_off} if kernels_off else {}),
+        # Causal SDPA gets is_causal, not a dense mask tensor, also under torch.compile (modeling.py says why).
+        **({"causal_mask": "is_causal flag" if modeling.causal_attention_as_flag() else "transformers' own"}
+           if attn == "sdpa" and model.objective == "causal-lm" else {}),
         "versions": _versions(),
     }
     if spec.fault == "crash":
