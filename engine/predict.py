@@ -78,9 +78,10 @@ CONVNEXT_BLOCK_TRAFFIC = 3 * memory.CONVNEXT_BLOCK_TENSORS  # each tensor writte
 # (16 bytes) and writes weights and moments (12); clipping reads the gradients again (4).
 ADAM_UPDATE_BYTES = 32
 
-GROUPS = ("naive", "compiled", "uncompiled")
+GROUPS = ("naive", "compiled", "uncompiled", "compiled-mask")
 GROUP_WORDS = {"naive": "naive (eager attention, no compile)", "compiled": "free-lunch, compiled",
-               "uncompiled": "free-lunch without compile (ZeRO / non-compilable models)"}
+               "uncompiled": "free-lunch without compile (ZeRO / non-compilable models)",
+               "compiled-mask": "free-lunch, compiled, dense causal mask (engine before 2026-11-23)"}
 
 
 class PredictError(PlannerError):
@@ -93,10 +94,36 @@ class PredictError(PlannerError):
 arch_of = memory.arch_of  # fits, bands and calibrations are per architecture: 'GPTNeoX', 'ViT', ...
 
 
-def group_of(model: Model, methods: Methods) -> str:
+def group_of(model: Model, methods: Methods, dense_causal_mask: bool = False) -> str:
+    """The kernel group: naive; compiled; uncompiled. `dense_causal_mask` names the engine before its
+    causal-attention fix: compiled causal LMs then got a dense (batch, 1, s, s) mask, so SDPA ran cuDNN over
+    every block instead of flash's causal half ("compiled-mask"; see dense_causal_mask_of)."""
     if not methods.free_lunch:
         return "naive"
-    return "compiled" if space.uses_compile(methods, model.compile) else "uncompiled"
+    if not space.uses_compile(methods, model.compile):
+        return "uncompiled"
+    return "compiled-mask" if dense_causal_mask and masked_by_old_engine(model, methods) else "compiled"
+
+
+def masked_by_old_engine(model: Model, methods: Methods) -> bool:
+    """Whether the engine before the fix gave this setting a dense causal mask: compiled causal LMs
+    without checkpointing (with checkpointing the mask was built outside the compiled graph, so SDPA
+    got `is_causal` then too: the same passes before and after the fix)."""
+    return (model.objective == "causal-lm" and not methods.activation_checkpointing
+            and space.uses_compile(methods, model.compile) and model.attention == "sdpa")
+
+
+def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods) -> bool:
+    """A measured row ran with the dense causal mask when its setting was affected and its provenance
+    lacks the "causal_mask" key the fixed engine records."""
+    if row.get("source") != "measured" or not masked_by_old_engine(model, methods):
+        return False
+    text = row.get("provenance")
+    try:
+        prov = json.loads(text) if isinstance(text, str) else (text or {})
+    except ValueError:
+        prov = {}
+    return not (isinstance(prov, dict) and "causal_mask" in prov)
 
 
 def compute_peak_flops(gpu: Gpu, model: Model, methods: Methods) -> float | None:
@@ -193,7 +220,9 @@ def host_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, fl
     if methods.deepspeed:
         if methods.stage == 3:
             return half * psi * (3 + extra_gather), 0.0
-        return half * psi, half * psi
+        if methods.stage == 1:  # ZeRO-1 keeps gradients on the GPU through accumulation: out once per step
+            return 0.0, 2 * half * psi
+        return half * psi, half * psi  # ZeRO-2 moves each pass's gradient partition to the CPU
     gathers = 1 if methods.stage == 2 else 2 + extra_gather
     return 4 * psi * gathers + 4 * psi, 0.0
 
@@ -289,7 +318,8 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
     k = 4 / 3 if methods.activation_checkpointing else 1.0
     return BasisRow(
         trial_id=str(row.get("trial_id") or ""), source=row["source"], model=model.id, gpu=gpu.id, num_gpus=n,
-        methods=methods, group=group_of(model, methods), arch=arch_of(model), family=s.family,
+        methods=methods, group=group_of(model, methods, dense_causal_mask_of(row, model, methods)),
+        arch=arch_of(model), family=s.family,
         per_sample_s=per_sample,
         compute_s=k * flops_per_sample(model) / peak,
         memory_s=sum(traffic_terms(model, methods).values()) / (gpu.memory_bandwidth_gbs * 1e9),
@@ -317,6 +347,23 @@ def distinct(basis: Iterable[BasisRow]) -> list[BasisRow]:
 
 def _offload_kind(methods: Methods) -> str:
     return "fsdp" if methods.fsdp else "zero"
+
+
+def _host_kind(methods: Methods) -> str:
+    """The copy path of a pass with offloading: FSDP's CPU offload; DeepSpeed's ZeRO-2 (gradient partitions
+    out, accumulated in the CPU's fp32 buffer); ZeRO-3 (parameters in from the CPU too, per module)."""
+    return "fsdp" if methods.fsdp else f"zero{methods.stage}"
+
+
+def host_transfers(model: Model, methods: Methods) -> int:
+    """Module-by-module transfers between CPU and GPU in one pass with DeepSpeed offloading: each layer's
+    gradient partition out (ZeRO-2, ZeRO-3), its parameters in for the forward and the backward (ZeRO-3)
+    and for the recomputed forward with checkpointing. Each waits on its copy and the CPU's fp32 buffers,
+    a latency per layer that outweighs the bytes at these sizes (Predictor.host_latency_s)."""
+    if not methods.offloading or methods.fsdp or methods.stage == 1:
+        return 0
+    per_layer = 1 if methods.stage == 2 else 3 + (1 if methods.activation_checkpointing else 0)
+    return per_layer * shape(model).layers
 
 
 def _json_field(text: Any, key: str) -> Any:
@@ -477,7 +524,10 @@ class Predictor:
         # less what its group's fit (and its model's residual) says the same pass takes on the GPU, over its
         # copies' time at LINK_EFFICIENCY of PCIe; clipped to [0, 1] (prefetch can hide copies behind the
         # GPU's work, never make them cost less than nothing or more than in full); median.
-        rates: dict[str, list[float]] = {"zero": [], "fsdp": []}
+        # DeepSpeed's offloaded passes instead: the copies at the PCIe rate plus a latency per module transfer
+        # (host_transfers), per stage, median over measured offload passes of other cells.
+        rates: dict[str, list[float]] = {"fsdp": []}
+        lat: dict[str, list[float]] = {"zero2": [], "zero3": []}
         for b in self.basis:
             if b.source != "measured" or not b.methods.offloading or not b.host_pass_s or not b.timed_micro_batch:
                 continue
@@ -487,12 +537,23 @@ class Predictor:
             gpu_s = b.timed_micro_batch * self._residual(f, b.model, b.group) * f.per_sample(b.compute_s, b.memory_s)
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
-            rates[_offload_kind(b.methods)].append(min(1.0, max(0.0, exposed / copies_s)))
+            kind = _host_kind(b.methods)
+            if kind == "fsdp":
+                rates[kind].append(min(1.0, max(0.0, exposed / copies_s)))
+            else:
+                lat[kind].append(max(0.0, exposed - copies_s) / host_transfers(presets.model(b.model), b.methods))
         self.host_exposed = {k: statistics.median(v) if v else 1.0 for k, v in rates.items()}
         self.host_note = {k: (f"{self.host_exposed[k]:.0%} of the copy time exposed, median of {len(v)} measured "
-                              f"{k} offload passes" if v else
-                              f"copies exposed in full (no measured {k} offload pass)")
+                              f"{k} offload passes" if v else f"copies exposed in full (no measured {k} offload pass)")
                           for k, v in rates.items()}
+        self.host_latency_s: dict[str, float] = {}
+        for k, v in lat.items():
+            pool = v or [x for vv in lat.values() for x in vv]
+            self.host_latency_s[k] = statistics.median(pool) if pool else 0.0
+            self.host_exposed[k] = 1.0
+            self.host_note[k] = (f"copies in full + {self.host_latency_s[k] * 1e3:.1f} ms per layer transfer, median "
+                                 f"of {len(pool)} measured {k if v else 'ZeRO'} offload passes" if pool else
+                                 f"copies in full, no latency (no measured ZeRO offload pass)")
 
     @staticmethod
     def _residual(f: "Fit", model_id: str, group: str) -> float:
@@ -521,8 +582,14 @@ class Predictor:
 
     def _fit_level(self, key: tuple[str, str, str], rows: list[BasisRow], group: str) -> Fit | None:
         if key not in self._fits:
-            rows = [b for b in rows if not b.methods.offloading]  # their passes hold the host copies
+            rows = [b for b in rows if not b.host_pass_s]  # their passes hold the host copies
             f = fit_rows(key[0], group, [b for b in rows if b.group == group])
+            if f is None and group in ("compiled-mask", "compiled"):
+                other = "compiled" if group == "compiled-mask" else "compiled-mask"
+                c = fit_rows(key[0], other, [b for b in rows if b.group == other])
+                why = ("no dense-mask rows: the compiled fit" if other == "compiled" else
+                       "only rows measured with the dense causal mask (before the fix): slower than today")
+                f = replace(c, group=group, note=why) if c else None
             if f is None and group == "uncompiled":
                 # No uncompiled rows: GEMMs run as in the compiled fit, elementwise kernels as in naive.
                 c = fit_rows(key[0], "compiled", [b for b in rows if b.group == "compiled"])
@@ -540,7 +607,10 @@ class Predictor:
 
     # -- one prediction --
 
-    def predict(self, model_id: str, gpu_id: str, num_gpus: int, methods: Methods) -> Prediction:
+    def predict(self, model_id: str, gpu_id: str, num_gpus: int, methods: Methods,
+                dense_causal_mask: bool = False) -> Prediction:
+        """dense_causal_mask: predict the engine before its causal-attention fix (validation of rows it
+        measured); predictions otherwise are for today's engine."""
         presets = self.presets
         model, gpu = presets.model(model_id), presets.gpu(gpu_id)
         p = Prediction(model.id, gpu.id, num_gpus, methods, feasible=False)
@@ -557,7 +627,7 @@ class Predictor:
             p.reason = (f"{model.id} trains in fp32; without TF32 ({'naive' if not methods.free_lunch else 'no TF32 on this GPU'}) "
                         "it runs on CUDA cores, whose peak the GPU presets do not hold")
             return p
-        group = group_of(model, methods)
+        group = group_of(model, methods, dense_causal_mask)
         arch = arch_of(model)
         f = self.fit(arch, group, s.family)
         if f is None:
@@ -593,8 +663,9 @@ class Predictor:
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
         kind = _offload_kind(methods)
         link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu)
-        exposed = self.host_exposed[kind]
-        comm_pass, host_pass = cb_pass / link, exposed * hb_pass / host
+        exposed = self.host_exposed.get(_host_kind(methods), 1.0) if hb_pass else 0.0
+        latency = self.host_latency_s.get(_host_kind(methods), 0.0) * host_transfers(model, methods)
+        comm_pass, host_pass = cb_pass / link, exposed * hb_pass / host + latency
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
         gpu_update = self.x_u * opt_bytes / bw
@@ -629,6 +700,7 @@ class Predictor:
             "bandwidth_bytes_s": bw, "compute_part_s": compute_part, "memory_part_s": memory_part,
             "comm_pass_bytes": cb_pass, "comm_update_bytes": cb_update, "link_bytes_s": link,
             "host_pass_bytes": hb_pass, "host_update_bytes": hb_update, "host_bytes_s": host, "host_exposed": exposed,
+            "host_transfers": host_transfers(model, methods), "host_latency_s": latency,
             "gpu_update_s": gpu_update, "cpu_update_s": cpu_update, "x_u": self.x_u, "capped": capped,
             "basis_trials": [b.trial_id for b in basis_rows], "band": band.what if band else None,
         })
@@ -659,10 +731,12 @@ class Predictor:
             lines.append(f"communication: {t['comm_update_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
                          f"= {t['comm_update_bytes'] / t['link_bytes_s']:.3f} s per step, in the update")
         if t["host_pass_bytes"]:
+            per_transfer = (f" + {t['host_transfers']} layer transfers x "
+                            f"{t['host_latency_s'] / t['host_transfers'] * 1e3:.1f} ms" if t["host_transfers"] else "")
             lines.append(f"offload copies: {t['host_exposed']:.2f} x {t['host_pass_bytes'] / 1e9:.2f} GB / "
-                         f"{t['host_bytes_s'] / 1e9:.1f} GB/s = "
-                         f"{t['host_exposed'] * t['host_pass_bytes'] / t['host_bytes_s']:.3f} s per pass "
-                         f"({self.host_note[_offload_kind(p.methods)]})")
+                         f"{t['host_bytes_s'] / 1e9:.1f} GB/s{per_transfer} = "
+                         f"{t['host_exposed'] * t['host_pass_bytes'] / t['host_bytes_s'] + t['host_latency_s']:.3f} "
+                         f"s per pass ({self.host_note.get(_host_kind(p.methods), '')})")
         lines.append(f"pass {p.pass_s:.3f} s; update {p.update_s:.3f} s ("
                      + (self.cpu_note[_offload_kind(p.methods)] if p.methods.offloading else self.x_u_note) + ")")
         lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
@@ -782,7 +856,8 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
                 continue
             same = sorted(same, key=lambda x: x[1].days)
             r, b = same[(len(same) - 1) // 2]
-            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods)
+            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods,
+                                  dense_causal_mask=b.group == "compiled-mask")
             checks.append(Check(b.model, b.gpu, b.num_gpus, methods.label, r["source"],
                                 statistics.median(x[1].days for x in same), p.days if p.feasible else None,
                                 b.micro_batch, p.micro_batch, p.reason, len(same)))
