@@ -68,7 +68,7 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
     # The CUDA allocator is left at PyTorch's default. Growable segments (expandable_segments:True) showed
     # no gain: Pythia-1B's compiled pass took 0.503 s with them and 0.496 s without on two H100s the same
-    # day (data/measured/h100-x1-1b-*-2026-11-23.jsonl), inside the machine-to-machine spread (0.481 s the
+    # day (data/measured/superseded/h100-x1-1b-*-2026-11-23.jsonl), inside the machine-to-machine spread (0.481 s the
     # day before). A user's own setting passes through and is recorded with each result.
     return env
 

@@ -30,7 +30,7 @@ from engine.launcher import descendants
 from tui_planner.app.screens.dialogs import HelpScreen, TrialDetail, binding_rows
 
 SIZE = (80, 24)
-MEASURED = ROOT / "data" / "measured" / "h100-x1-2026-11-22.jsonl"
+MEASURED = ROOT / "data" / "measured" / "superseded" / "h100-x1-2026-11-22.jsonl"  # a fixed data set
 
 
 @pytest.fixture(scope="module")
