@@ -181,6 +181,10 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
     if t.optimizer == "adam" and t.weight_decay and not (row["sharding"] or "").startswith("zero"):
         notes.append(f"the recipe names Adam with weight decay {t.weight_decay:g}; Hugging Face's optimizers decay "
                      "decoupled (AdamW): the same speed, slightly different updates")
+    if row["compile"] and _prov(row).get("causal_mask") == "is_causal flag":
+        notes.append("the benchmark gave compiled SDPA the is_causal flag, not a dense mask (transformers builds one "
+                     "under torch.compile before torch 2.14): call engine.modeling.causal_attention_as_flag() "
+                     "before building the model, as launch.sh says, or the passes are slower")
     if row["sharding"] and row["sharding"].startswith("zero"):
         args["deepspeed"] = DEEPSPEED
     elif row["sharding"] and row["sharding"].startswith("fsdp"):
@@ -307,6 +311,10 @@ def _launch(plan: dict, model: Model) -> str:
     attn = plan["attn_implementation"]
     model_line = (f"#   model = {model.hf_class}._from_config(config, attn_implementation=\"{attn}\")"
                   if attn and attn != "none" else f"#   model = {model.hf_class}._from_config(config)")
+    if plan.get("compile") and (plan.get("provenance") or {}).get("causal_mask") == "is_causal flag":
+        model_line = ("#   from engine.modeling import causal_attention_as_flag\n"
+                      "#   causal_attention_as_flag()  # compiled causal attention without a dense mask, as measured\n"
+                      + model_line)
     conf = (plan.get("provenance") or {}).get("alloc_conf")
     # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.
     alloc = f'export PYTORCH_CUDA_ALLOC_CONF="${{PYTORCH_CUDA_ALLOC_CONF:-{conf}}}"\n' if conf else ""

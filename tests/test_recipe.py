@@ -194,6 +194,11 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
     plan = {**r.plan, "provenance": {**r.plan["provenance"], "alloc_conf": "expandable_segments:True"}}
     assert ('export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}"'
             in recipe._launch(plan, presets.model("pythia-1b")))
+    # Measured with the causal flag: the launcher's header tells the user's script to do the same.
+    assert r.plan["provenance"]["causal_mask"] == "is_causal flag"
+    assert "causal_attention_as_flag()" in r.launch and any("is_causal" in n for n in r.notes)
+    older = {**r.plan, "provenance": {k: v for k, v in r.plan["provenance"].items() if k != "causal_mask"}}
+    assert "causal_attention_as_flag" not in recipe._launch(older, presets.model("pythia-1b"))
     notes: list[str] = []
     recipe.for_device(a, None, "cpu", notes)
     assert not a["tf32"] and a["optim"] == "adamw_torch" and len(notes) == 2
