@@ -27,29 +27,37 @@ def attention_implementation(model: Model, free_lunch: bool, device: str) -> str
     return "sdpa" if model.attention == "sdpa" else "eager"
 
 
-_CAUSAL_FLAG: dict[str, Any] = {}
+_MASK_OVERRIDE: dict[str, Any] = {}
+# What the SDPA mask function returned since the last clear(): "none" (a flag or nothing) and/or "dense".
+# Under torch.compile it runs while tracing, so after a compiled warm-up this says what the graph holds.
+MASKS_SEEN: set[str] = set()
 
 
-def causal_attention_as_flag() -> bool:
-    """Let SDPA's causal kernels run under torch.compile: a causal mask without padding becomes `is_causal`.
+def sdpa_without_dense_masks() -> bool:
+    """Let SDPA's fused kernels run under torch.compile: a mask without padding is no mask tensor.
 
-    transformers builds a dense (batch, 1, seq, seq) boolean mask for SDPA whenever torch.compile traces the
-    model with torch before 2.14 (it cannot tell compiling from exporting there), although eager runs skip it.
-    With a mask tensor SDPA cannot use flash attention, and cuDNN computes every block, masked or not: on
-    Pythia-1B (H100) attention took 36% of a compiled pass. Pre-training batches have no padding, so the mask
-    is exactly causal; this returns no mask in that case, as eager transformers (and torch >= 2.14) do, and
-    leaves every other case (padding, sliding windows, packed sequences, cache offsets) to transformers.
-    Returns whether the override is in place (False where this transformers has no mask interface).
+    transformers builds a dense (batch, 1, q, kv) boolean mask for SDPA whenever torch.compile traces the
+    model with torch before 2.14 (it cannot tell compiling from exporting there), although eager runs skip
+    it. With a mask tensor SDPA cannot use flash attention, and cuDNN computes every block, masked or not:
+    on Pythia-1B (H100) attention took 36% of a compiled pass. Pre-training batches have no padding, so
+    the mask says nothing a flag cannot: a causal one becomes SDPA's `is_causal` (equal query and key
+    lengths), a bidirectional one (RoBERTa) none at all, as eager transformers (and torch >= 2.14) do.
+    Every other case (padding, sliding windows, packed sequences, cache offsets, added mask functions) is
+    left to transformers. That includes a causal model run without a cache (use_cache=False, which
+    gradient checkpointing sets): transformers then cannot rule out packed sequences while tracing and
+    builds the dense mask anyway. MASKS_SEEN says what SDPA got; trials record it. Returns whether the override is in place (False where this transformers has no
+    mask interface).
     """
-    if "on" in _CAUSAL_FLAG:
-        return _CAUSAL_FLAG["on"]
+    if "on" in _MASK_OVERRIDE:
+        return _MASK_OVERRIDE["on"]
     try:
         from transformers import masking_utils as mu
 
         original = mu.AttentionMaskInterface._global_mapping["sdpa"]
         causal = mu.causal_mask_function
+        bidirectional = getattr(mu, "bidirectional_mask_function", None)
     except (ImportError, AttributeError, KeyError):
-        _CAUSAL_FLAG["on"] = False
+        _MASK_OVERRIDE["on"] = False
         return False
 
     def sdpa_mask(*args: Any, **kwargs: Any) -> Any:
@@ -57,17 +65,32 @@ def causal_attention_as_flag() -> bool:
         if q_len is None and isinstance(kwargs.get("cache_position"), torch.Tensor):
             q_len = kwargs["cache_position"].shape[0]
         kv_len = kwargs.get("kv_length")
-        plain = (not args and kwargs.get("allow_is_causal_skip", True)
-                 and kwargs.get("attention_mask") is None
-                 and kwargs.get("mask_function", causal) is causal
-                 and kwargs.get("local_size") is None and kwargs.get("local_attention_size") is None
-                 and isinstance(q_len, int) and q_len == kv_len and q_len > 1)
-        return None if plain else original(*args, **kwargs)
+        plain = (not args and kwargs.get("attention_mask") is None
+                 and kwargs.get("local_size") is None and kwargs.get("local_attention_size") is None)
+        fn = kwargs.get("mask_function", causal)
+        if (plain and fn is causal and kwargs.get("allow_is_causal_skip", True)
+                and isinstance(q_len, int) and q_len == kv_len and q_len > 1
+                and kwargs.get("q_offset", 0) == kwargs.get("kv_offset", 0)):
+            MASKS_SEEN.add("none")
+            return None  # SDPA: is_causal
+        if plain and bidirectional is not None and fn is bidirectional and kwargs.get("allow_is_bidirectional_skip"):
+            MASKS_SEEN.add("none")
+            return None  # SDPA: no mask
+        mask = original(*args, **kwargs)
+        MASKS_SEEN.add("none" if mask is None else "dense")
+        return mask
 
     sdpa_mask.__wrapped__ = original  # type: ignore[attr-defined]
     mu.AttentionMaskInterface.register("sdpa", sdpa_mask)
-    _CAUSAL_FLAG["on"] = True
+    _MASK_OVERRIDE["on"] = True
     return True
+
+
+def masks_seen() -> str | None:
+    """What the SDPA mask function handed out since MASKS_SEEN was cleared: 'none', 'dense', 'mixed'."""
+    if not MASKS_SEEN:
+        return None
+    return "mixed" if len(MASKS_SEEN) > 1 else next(iter(MASKS_SEEN))
 
 
 def build_model(model: Model, attn: str, device: str) -> torch.nn.Module:
@@ -76,7 +99,7 @@ def build_model(model: Model, attn: str, device: str) -> torch.nn.Module:
     cls = getattr(transformers, model.hf_class)
     kwargs: dict[str, Any] = {"dtype": torch.float32}
     if attn == "sdpa":
-        causal_attention_as_flag()
+        sdpa_without_dense_masks()
     if attn != "none":
         kwargs["attn_implementation"] = attn
     with torch.device(device):

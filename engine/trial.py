@@ -152,9 +152,6 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         "status": "measured", "attention": attn, "compile": compile_on, "tf32": tf32,
         "compile_mode": spec.compile_mode if compile_on else None,
         **({"kernels_off": kernels_off} if kernels_off else {}),
-        # Causal SDPA gets is_causal, not a dense mask tensor, also under torch.compile (modeling.py says why).
-        **({"causal_mask": "is_causal flag" if modeling.causal_attention_as_flag() else "transformers' own"}
-           if attn == "sdpa" and model.objective == "causal-lm" else {}),
         "versions": _versions(),
     }
     if spec.fault == "crash":
@@ -256,6 +253,13 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         result.update(status="oom", failure_message="out of memory while measuring at micro-batch 1")
         return _finish(result, t_start)
 
+    # SDPA got is_causal (causal LMs) or no mask (encoders) rather than a dense mask tensor, as seen while the
+    # measured passes were traced: modeling.sdpa_without_dense_masks says when and why.
+    seen = modeling.masks_seen() if attn == "sdpa" else None
+    if seen and model.objective == "causal-lm":
+        result["causal_mask"] = {"none": "is_causal flag", "dense": "dense mask", "mixed": "mixed"}[seen]
+    elif seen:
+        result["attention_mask"] = {"none": "none", "dense": "dense mask", "mixed": "mixed"}[seen]
     accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
     step_s = formulas.step_time_s(result["pass_s"], accum, result["update_s"])
     result.update(micro_batch=micro, grad_accum=accum, step_s=step_s,
@@ -281,6 +285,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     try:
         batch = modeling.make_batch(model, micro, device, gen)
         kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
+        modeling.MASKS_SEEN.clear()  # from here: what SDPA's mask is in the measured (compiled) passes
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
 

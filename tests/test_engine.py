@@ -164,6 +164,8 @@ def test_a_sweep_measures_writes_rows_and_resumes(tmp_path):
     prov = json.loads(rows["free-lunch"]["provenance"])
     assert prov["verify_steps"] == 3 and prov["verify_step_s"] > 0 and prov["verify_predicted_s"] > 0
     assert prov["verify_accum"] == rows["free-lunch"]["grad_accum"]  # the configuration's own accumulation
+    assert prov["causal_mask"] == "is_causal flag"  # what SDPA got in the measured passes
+    assert "causal_mask" not in json.loads(rows["naive"]["provenance"])  # eager attention: no SDPA mask
     finished = {e.label: e for e in seen if isinstance(e, ev.TrialFinished)}
     assert finished["free-lunch"].verify_step_s == prov["verify_step_s"] and finished["naive"].verify_step_s is None
 
