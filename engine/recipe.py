@@ -140,6 +140,11 @@ def _prov(row: dict) -> dict:
     return json.loads(p) if isinstance(p, str) and p else (p or {})
 
 
+def without_dense_masks(prov: dict) -> bool:
+    """Whether the measurement ran SDPA without a dense mask tensor (modeling.sdpa_without_dense_masks)."""
+    return prov.get("causal_mask") == "is_causal flag" or prov.get("attention_mask") == "none"
+
+
 def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dict[str, Any]:
     """TrainingArguments kwargs: the measured micro-batch and methods, the preset's recipe."""
     t = model.training
@@ -181,10 +186,12 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
     if t.optimizer == "adam" and t.weight_decay and not (row["sharding"] or "").startswith("zero"):
         notes.append(f"the recipe names Adam with weight decay {t.weight_decay:g}; Hugging Face's optimizers decay "
                      "decoupled (AdamW): the same speed, slightly different updates")
-    if row["compile"] and _prov(row).get("causal_mask") == "is_causal flag":
-        notes.append("the benchmark gave compiled SDPA the is_causal flag, not a dense mask (transformers builds one "
-                     "under torch.compile before torch 2.14): call engine.modeling.causal_attention_as_flag() "
-                     "before building the model, as launch.sh says, or the passes are slower")
+    if row["compile"] and without_dense_masks(_prov(row)):
+        notes.append("the benchmark gave compiled SDPA no dense mask (is_causal, or none for an encoder; "
+                     "transformers builds one under torch.compile before torch 2.14): call "
+                     "engine.modeling.sdpa_without_dense_masks() before building the model, as launch.sh says, "
+                     "or the passes are slower. It applies as in the benchmark: batches without an attention_mask "
+                     "(no padding) and, for a causal model, its cache left on (no gradient checkpointing)")
     if row["sharding"] and row["sharding"].startswith("zero"):
         args["deepspeed"] = DEEPSPEED
     elif row["sharding"] and row["sharding"].startswith("fsdp"):
@@ -311,9 +318,9 @@ def _launch(plan: dict, model: Model) -> str:
     attn = plan["attn_implementation"]
     model_line = (f"#   model = {model.hf_class}._from_config(config, attn_implementation=\"{attn}\")"
                   if attn and attn != "none" else f"#   model = {model.hf_class}._from_config(config)")
-    if plan.get("compile") and (plan.get("provenance") or {}).get("causal_mask") == "is_causal flag":
-        model_line = ("#   from engine.modeling import causal_attention_as_flag\n"
-                      "#   causal_attention_as_flag()  # compiled causal attention without a dense mask, as measured\n"
+    if plan.get("compile") and without_dense_masks(plan.get("provenance") or {}):
+        model_line = ("#   from engine.modeling import sdpa_without_dense_masks\n"
+                      "#   sdpa_without_dense_masks()  # compiled attention without a dense mask, as measured\n"
                       + model_line)
     conf = (plan.get("provenance") or {}).get("alloc_conf")
     # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.

@@ -196,9 +196,9 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
             in recipe._launch(plan, presets.model("pythia-1b")))
     # Measured with the causal flag: the launcher's header tells the user's script to do the same.
     assert r.plan["provenance"]["causal_mask"] == "is_causal flag"
-    assert "causal_attention_as_flag()" in r.launch and any("is_causal" in n for n in r.notes)
+    assert "sdpa_without_dense_masks()" in r.launch and any("is_causal" in n for n in r.notes)
     older = {**r.plan, "provenance": {k: v for k, v in r.plan["provenance"].items() if k != "causal_mask"}}
-    assert "causal_attention_as_flag" not in recipe._launch(older, presets.model("pythia-1b"))
+    assert "sdpa_without_dense_masks" not in recipe._launch(older, presets.model("pythia-1b"))
     notes: list[str] = []
     recipe.for_device(a, None, "cpu", notes)
     assert not a["tf32"] and a["optim"] == "adamw_torch" and len(notes) == 2
