@@ -33,49 +33,46 @@ def _sdpa_calls(fn, *args, **kwargs):
     return calls, out
 
 
+def _compiled_and_eager(model_id: str):
+    """A model's compiled SDPA calls and loss, and the loss of eager attention (explicit masks), same weights.
+    In eval mode: no dropout, so the two losses must match."""
+    model = TINY.model(model_id)
+    torch.manual_seed(0)
+    net = modeling.build_model(model, "sdpa", "cpu").eval()
+    batch = modeling.make_batch(model, 2, "cpu", torch.Generator().manual_seed(0))
+    calls, out = _sdpa_calls(net, **batch)
+    ref = modeling.build_model(model, "eager", "cpu").eval()
+    ref.load_state_dict(net.state_dict())
+    return calls, out.loss, ref(**batch).loss, (net, batch)
+
+
+def _padded_calls(net, batch, row: int, n: int):
+    pad = torch.ones_like(batch["input_ids"])
+    pad[row, -n:] = 0
+    calls, _ = _sdpa_calls(net, attention_mask=pad, **batch)
+    return calls
+
+
 def test_compiled_causal_attention_gets_the_causal_flag_not_a_mask_and_the_same_loss(monkeypatch):
     _as_torch_before_2_14_compiling(monkeypatch)
-    model = TINY.model("tiny-neox")
-    torch.manual_seed(0)
-    net = modeling.build_model(model, "sdpa", "cpu")
-    batch = modeling.make_batch(model, 2, "cpu", torch.Generator().manual_seed(0))
-
-    calls, out = _sdpa_calls(net, **batch)
+    calls, loss, eager, _ = _compiled_and_eager("tiny-neox")
     assert calls, "no SDPA call was traced"
     assert all(mask is None and causal is True for mask, causal in calls), calls
-
-    # Same numbers as attention with an explicit causal mask (eager attention, same weights).
-    ref = modeling.build_model(model, "eager", "cpu")
-    ref.load_state_dict(net.state_dict())
-    assert torch.allclose(out.loss, ref(**batch).loss, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(loss, eager, rtol=1e-5, atol=1e-5)  # the same numbers as an explicit causal mask
 
 
 def test_a_padding_mask_is_still_applied_under_compile():
-    model = TINY.model("tiny-neox")
-    net = modeling.build_model(model, "sdpa", "cpu")
-    batch = modeling.make_batch(model, 2, "cpu", torch.Generator().manual_seed(0))
-    pad = torch.ones_like(batch["input_ids"])
-    pad[0, -5:] = 0
-    calls, _ = _sdpa_calls(net, attention_mask=pad, **batch)
+    *_, (net, batch) = _compiled_and_eager("tiny-neox")
+    calls = _padded_calls(net, batch, 0, 5)
     assert calls and all(mask is not None for mask, _ in calls), calls
 
 
 def test_a_compiled_encoder_gets_no_mask_and_the_same_loss(monkeypatch):
     _as_torch_before_2_14_compiling(monkeypatch)
-    model = TINY.model("tiny-roberta")
-    torch.manual_seed(0)
-    net = modeling.build_model(model, "sdpa", "cpu").eval()  # no dropout: the losses must match exactly
-    batch = modeling.make_batch(model, 2, "cpu", torch.Generator().manual_seed(0))
-    calls, out = _sdpa_calls(net, **batch)
+    calls, loss, eager, (net, batch) = _compiled_and_eager("tiny-roberta")
     assert calls and all(mask is None and not causal for mask, causal in calls), calls
-    ref = modeling.build_model(model, "eager", "cpu").eval()
-    ref.load_state_dict(net.state_dict())
-    assert torch.allclose(out.loss, ref(**batch).loss, rtol=1e-5, atol=1e-5)
-
-    # With padding the mask stays.
-    pad = torch.ones_like(batch["input_ids"])
-    pad[1, -3:] = 0
-    calls, _ = _sdpa_calls(net, attention_mask=pad, **batch)
+    assert torch.allclose(loss, eager, rtol=1e-5, atol=1e-5)
+    calls = _padded_calls(net, batch, 1, 3)  # with padding the mask stays
     assert calls and all(mask is not None for mask, _ in calls), calls
 
 
