@@ -256,10 +256,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # SDPA got is_causal (causal LMs) or no mask (encoders) rather than a dense mask tensor, as seen while the
     # measured passes were traced: modeling.sdpa_without_dense_masks says when and why.
     seen = modeling.masks_seen() if attn == "sdpa" else None
-    if seen and model.objective == "causal-lm":
-        result["causal_mask"] = {"none": "is_causal flag", "dense": "dense mask", "mixed": "mixed"}[seen]
-    elif seen:
-        result["attention_mask"] = {"none": "none", "dense": "dense mask", "mixed": "mixed"}[seen]
+    if seen:
+        key, flag = ("causal_mask", "is_causal flag") if model.objective == "causal-lm" else ("attention_mask", "none")
+        result[key] = {"none": flag, "dense": "dense mask"}.get(seen, seen)
     accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
     step_s = formulas.step_time_s(result["pass_s"], accum, result["update_s"])
     result.update(micro_batch=micro, grad_accum=accum, step_s=step_s,

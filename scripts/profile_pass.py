@@ -4,7 +4,7 @@
                                    [--profile] [--json OUT.json]
 
 Builds the model and the free-lunch stepper exactly as a trial does (engine.modeling, engine.steppers), warms
-up (compilation excluded), then times passes two ways, both synchronized with CUDA events:
+up (compilation excluded), then times passes two ways, both with the engine's synchronized timer (engine.trial.Timer):
   - each pass alone (as the engine's timer does: synchronize before and after);
   - a run of passes back to back (one synchronize at the end), which shows the cost of the per-pass sync.
 With --profile, one more pass runs under torch.profiler and the GPU kernel time is broken down by kind
@@ -56,14 +56,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import contextlib
 
-    import time
-
     import torch
 
-    from engine import modeling
+    from engine import formulas, modeling
     from engine.presets import load_presets
     from engine.space import Methods
     from engine.steppers import make_stepper
+    from engine.trial import Timer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
     presets = load_presets(a.presets) if a.presets else load_presets()
@@ -83,33 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         ctx = sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                            "efficient": SDPBackend.EFFICIENT_ATTENTION}[a.sdpa])
 
-    def timed(n: int) -> float:
-        if device == "cpu":
-            t = time.perf_counter()
-            for _ in range(n):
-                stepper.pass_(batch)
-            return time.perf_counter() - t
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(n):
-            stepper.pass_(batch)
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1e3
+    timer = Timer(device)  # the engine's: the GPU synchronized before and after
 
-    def sync() -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
+    def timed(n: int) -> float:
+        return timer.time(lambda: [stepper.pass_(batch) for _ in range(n)])
 
     out: dict = {"model": a.model, "micro_batch": a.micro_batch, "compile": not a.no_compile,
                  "compile_mode": a.compile_mode, "sdpa": a.sdpa, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                  "torch": torch.__version__}
     with ctx:
-        t0 = time.perf_counter()
-        stepper.pass_(batch)
-        sync()
-        out["first_pass_s"] = time.perf_counter() - t0  # compile included
+        out["first_pass_s"] = timed(1)  # compile included
         for _ in range(2):
             stepper.pass_(batch)
         stepper.opt.zero_grad(set_to_none=False)
@@ -123,16 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         # The preset's FLOPs per optimizer step, spread over the step's samples (as every stored MFU).
         flops = model.flops_per_step * a.micro_batch / model.training.batch_size
         peak = presets.gpu(a.gpu).peak_16bit_flops
-        out.update(flops_per_pass=flops, mfu=flops / out["pass_s"] / peak,
-                   mfu_back_to_back=flops / run / peak)
+        out.update(flops_per_pass=flops, mfu=formulas.mfu(flops, out["pass_s"], 1, peak),
+                   mfu_back_to_back=formulas.mfu(flops, run, 1, peak))
         if a.profile:
             from torch.profiler import ProfilerActivity, profile
 
-            sync()
+            timer.sync()
             acts = [ProfilerActivity.CUDA] if device == "cuda" else [ProfilerActivity.CPU]
             with profile(activities=acts) as prof:
                 stepper.pass_(batch)
-                sync()
+                timer.sync()
             attr = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
             rows = [(e.key, getattr(e, attr) / 1e6, e.count) for e in prof.key_averages()
                     if getattr(e, attr) > 0]
