@@ -11,8 +11,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD
 [ -f /tmp/site/.stamp ] || { nvidia-smi > "$OUT/nvidia-smi.txt"; nvidia-smi topo -m >> "$OUT/nvidia-smi.txt"; touch /tmp/site/.stamp; }
-# Resume: a database carried in .resume/ (with its WAL), else the one the last call left on this machine.
-if [ -f ".resume/$db" ]; then cp .resume/"$db"* "$OUT/"; elif [ -f "/tmp/$db" ]; then cp "/tmp/$db" "$OUT/$db"; fi
+# Resume: the database the last call left on this machine (the newest), else one carried in .resume/.
+if [ -f "/tmp/$db" ]; then cp "/tmp/$db" "$OUT/$db"; elif [ -f ".resume/$db" ]; then cp .resume/"$db"* "$OUT/"; fi
 for item in "$@"; do
   model=${item%%:*}; methods=all; [ "$item" != "$model" ] && methods=${item#*:}
   echo "=== $model ($methods) $(date -u +%FT%TZ)"
