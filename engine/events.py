@@ -38,7 +38,12 @@ class TrialSpec:
     verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
     verify_accum: int = 0  # accumulation of the verify run; 0: the configuration's own
     cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
-    fault: str | None = None  # test hook: "crash", "crash-rank1" or "hang" after start
+    fault: str | None = None  # test hook: "crash", "crash-rank1", "hang" or "oom-measuring-rank1"
+    # Relaunched after a rank ran out of memory while measuring (engine.trial.EXIT_MEASURE_OOM): skip the
+    # batch search, whose answer (max_fit) the earlier process found, and measure at measure_at.
+    measure_at: int | None = None
+    max_fit: int | None = None
+    measure_oom_history: tuple[int, ...] = ()  # the micro-batches that ran out of memory while measuring
     seed: int = 0
 
     def to_json(self) -> str:
@@ -50,6 +55,7 @@ class TrialSpec:
         d = json.loads(text)
         d["methods"] = Methods(**d["methods"])
         d["preset_paths"] = tuple(d.get("preset_paths", ()))
+        d["measure_oom_history"] = tuple(d.get("measure_oom_history", ()))
         return cls(**d)
 
 

@@ -22,7 +22,8 @@ from typing import Callable
 from engine import formulas, space
 from engine.environment import Machine, clear_build_locks, host_info, probe
 from engine.errors import PlannerError
-from engine.events import SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec, TrialStarted
+from engine.events import (BatchTried, Log, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
+                           TrialStarted)
 from engine.launcher import TrialOutcome, run_trial
 from engine.presets import Presets, load_presets
 from engine.store import Run, Store, Trial
@@ -195,7 +196,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
     }
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
-              "compile_mode", "kernels_off", "causal_mask", "attention_mask"):
+              "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":
@@ -303,7 +304,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                         f"dominated: {by} already runs the largest micro-batch ({floor}); "
                         "more memory-saving methods only add overhead"), 0.0, [])
                 else:
-                    out = run_trial(spec, Path(tmp), req.timeout_s, on_event, stop, launcher=req.launcher)
+                    out = _run_with_relaunch(req, spec, Path(tmp), on_event, stop)
                 row = _trial_row(req, spec, out, presets, run.run_id, machine)
                 if out.status == "stopped":
                     on_event(TrialFinished(spec.key, label, "stopped", message=out.message, duration_s=out.duration_s))
@@ -331,6 +332,28 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     finally:
         if own:
             store.close()
+
+
+def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, stop) -> TrialOutcome:
+    """One trial; on several ranks, a rank that runs out of memory while measuring ends the process group
+    (engine.trial.EXIT_MEASURE_OOM), and the trial is launched again at half that micro-batch, skipping
+    the batch search the first process already did. The outcome's duration covers every launch."""
+    out = run_trial(spec, tmp, req.timeout_s, on_event, stop, launcher=req.launcher)
+    spent = out.duration_s
+    while out.status == "measure_oom":
+        at = int(out.result["measure_oom_at"])
+        on_event(BatchTried(spec.key, at, False))
+        history = spec.measure_oom_history + (at,)
+        if at <= 1:
+            return TrialOutcome("oom", {"max_micro_batch": out.result.get("max_micro_batch") or spec.max_fit,
+                                        "measure_oom": list(history)},
+                                "out of memory while measuring at micro-batch 1", spent, out.log_tail)
+        on_event(Log(spec.key, f"{out.message}: launching it again at micro-batch {at // 2}"))
+        spec = replace(spec, measure_at=at // 2, max_fit=out.result.get("max_micro_batch") or spec.max_fit,
+                       measure_oom_history=history)
+        out = run_trial(spec, tmp, req.timeout_s, on_event, stop, launcher=req.launcher)
+        spent += out.duration_s
+    return replace(out, duration_s=spent)
 
 
 def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):

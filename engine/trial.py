@@ -29,10 +29,16 @@ EARLY_STOP_MARGIN = 0.03
 
 
 RANK = int(os.environ.get("RANK", "0"))
+# A rank that runs out of memory while measuring on several ranks ends its process group with this code,
+# after telling the parent at which micro-batch (the "measure_oom" event): the sweep relaunches the trial
+# at half that micro-batch. Retrying in the same process hangs: the other ranks may be waiting inside a
+# collective (an FSDP all-gather, a barrier) that this rank would never join.
+EXIT_MEASURE_OOM = 75
 
 
-def emit(kind: str, **fields: Any) -> None:
-    if RANK == 0:
+def emit(kind: str, *, any_rank: bool = False, **fields: Any) -> None:
+    """Progress for the parent, from rank 0 (or from whichever rank has it to say, with any_rank)."""
+    if RANK == 0 or any_rank:
         print(MARKER + json.dumps({"event": kind, **fields}), flush=True)
 
 
@@ -164,6 +170,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         emit("log", line="fault injection: hanging")
         while True:
             time.sleep(60)
+    if spec.measure_oom_history:
+        result["measure_oom"] = list(spec.measure_oom_history)
 
     gen = torch.Generator().manual_seed(spec.seed + RANK)
     torch.manual_seed(spec.seed)
@@ -180,6 +188,12 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         # Import the model's code first: under the cap, only the model's own memory should run out.
         getattr(transformers, model.config_class), getattr(transformers, model.hf_class)
         _limit_cpu_memory(spec.cpu_memory_limit_mb)
+
+    if spec.measure_at:
+        # Relaunched after a rank ran out of memory while measuring: the earlier process found the largest
+        # micro-batch that fits (uncompiled); measure straight at the micro-batch the sweep asks for.
+        result["max_micro_batch"] = spec.max_fit or spec.measure_at
+        return _measured(spec, model, m, result, fresh, spec.measure_at, compile_on, device, gen, attn, t_start)
 
     # 1. The largest power-of-two micro-batch that fits: one pass + one update each, no compile (as the
     #    paper). One model and engine serve every size (DeepSpeed and FSDP don't mind the batch size);
@@ -235,9 +249,18 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                                       f"with fewer methods ({spec.dominated_at_or_below})")
         return _finish(result, t_start)
 
-    # 2. Time passes and updates at that micro-batch, compiled where the settings say; if the measured
-    #    configuration runs out of memory (compiled graphs differ), halve it and try again.
-    micro = best
+    return _measured(spec, model, m, result, fresh, best, compile_on, device, gen, attn, t_start)
+
+
+def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, attn, t_start) -> dict[str, Any]:
+    """2. Time passes and updates at `micro`, compiled where the settings say; if the measured configuration
+    runs out of memory (compiled graphs differ), halve it and try again: in this process on one rank, by
+    ending the process group (EXIT_MEASURE_OOM) on several."""
+    import torch.distributed as dist
+
+    from engine import formulas, modeling
+
+    several = dist.is_initialized() and dist.get_world_size() > 1
     while micro >= 1:
         try:
             result.update(_measure(spec, model, fresh, micro, compile_on, device, gen, attn))
@@ -245,8 +268,14 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001
             if not is_oom(e):
                 raise
-            emit("batch", micro_batch=micro, fits=False)
             e = None
+            if several:
+                emit("measure_oom", any_rank=True, micro_batch=micro, max_fit=result.get("max_micro_batch"),
+                     rank=RANK)
+                sys.stdout.flush()
+                os._exit(EXIT_MEASURE_OOM)
+            emit("batch", micro_batch=micro, fits=False)
+            result.setdefault("measure_oom", []).append(micro)
             _free(device)
             micro //= 2
     else:
@@ -282,6 +311,9 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     timer = Timer(device)
     stepper = fresh(micro, compile_now=compile_on)
     try:
+        if spec.fault == "oom-measuring-rank1" and RANK == 1 and micro > 1:
+            # Test hook: only rank 1 runs out of memory, while rank 0 goes on into the first timed pass.
+            raise MemoryError("fault injection: rank 1 out of memory while measuring")
         batch = modeling.make_batch(model, micro, device, gen)
         kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
         modeling.MASKS_SEEN.clear()  # from here: what SDPA's mask is in the measured (compiled) passes

@@ -409,6 +409,27 @@ def test_zero1_accumulates_without_reducing_until_the_boundary(tmp_path):
     assert row["step_s"] == pytest.approx(row["pass_s"] * 4 + row["update_s"])
 
 
+def test_one_rank_out_of_memory_while_measuring_relaunches_the_trial_at_half(tmp_path):
+    """Rank 1 alone runs out of memory while rank 0 goes on into its timed passes: a retry inside the
+    process would wait on rank 0's collective (on NCCL, forever) or pair its collectives with rank 0's at
+    another micro-batch (on gloo, a result rank 0 alone measured); the trial ends its group and is launched
+    again, skipping the batch search."""
+    req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("fsdp3",),
+                   faults={"fsdp3": "oom-measuring-rank1"}, timeout_s=180)
+    seen = _sweep(req)
+    (done,) = [e for e in seen if isinstance(e, ev.TrialFinished)]
+    assert done.status == "measured", done.message
+    with Store.open(req.db, read_only=True) as s:
+        (row,) = s.trials(model="tiny-neox")
+    prov = json.loads(row["provenance"])
+    searched = prov["max_micro_batch_searched"]
+    assert searched == 8  # tiny-neox's per-rank batch: the search's answer is kept through the relaunch
+    # Every micro-batch above 1 fails on rank 1, so it halves down to 1, launched once per halving.
+    assert prov["measure_oom"] == [8, 4, 2] and row["micro_batch"] == 1 and row["grad_accum"] == 8
+    assert [e.micro_batch for e in seen if isinstance(e, ev.BatchTried) and not e.fits] == [8, 4, 2]
+    assert not _processes_with("engine.trial")
+
+
 # --- several nodes: torchrun agents meeting through c10d rendezvous ----------------------------------
 
 
