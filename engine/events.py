@@ -39,8 +39,8 @@ class TrialSpec:
     verify_accum: int = 0  # accumulation of the verify run; 0: the configuration's own
     cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
     fault: str | None = None  # test hook: "crash", "crash-rank1", "hang" or "oom-measuring-rank1"
-    # Relaunched after a rank ran out of memory while measuring (engine.trial.EXIT_MEASURE_OOM): skip the
-    # batch search, whose answer (max_fit) the earlier process found, and measure at measure_at.
+    # Launched again to measure in a new process (engine.trial.EXIT_RELAUNCH): skip the batch search,
+    # whose answer (max_fit) the earlier process found, and measure at measure_at.
     measure_at: int | None = None
     max_fit: int | None = None
     measure_oom_history: tuple[int, ...] = ()  # the micro-batches that ran out of memory while measuring

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass
 class TrialOutcome:
-    status: str  # measured | oom | dominated | failed | timeout | stopped | measure_oom (the sweep relaunches)
+    status: str  # measured | oom | dominated | failed | timeout | stopped | relaunch (the sweep launches it again)
     result: dict
     message: str | None
     duration_s: float
@@ -170,7 +170,7 @@ def run_trial(
     ) for cmd, cmd_env in launch_commands(spec, spec_path, out_path, launcher, env)]
     tail: collections.deque[str] = collections.deque(maxlen=60)
     printed: dict = {}
-    measure_oom: dict = {}  # from any rank: it ran out of memory while measuring and ended the group
+    again: dict = {}  # from any rank: measure in a new process (engine.trial.EXIT_RELAUNCH)
 
     def read(proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
@@ -187,10 +187,8 @@ def run_trial(
                     on_event(Log(spec.key, ev["line"]))
                 elif kind == "result":  # also printed, for a result file another node wrote over NFS
                     printed.update(ev.get("result") or {})
-                elif kind == "measure_oom":
-                    measure_oom.setdefault("rank", ev.get("rank"))
-                    measure_oom.setdefault("micro_batch", ev.get("micro_batch"))
-                    measure_oom.setdefault("max_fit", ev.get("max_fit"))
+                elif kind == "relaunch" and not again:  # the first rank to ask says why
+                    again.update(ev)
                 continue
             tail.append(line)
             on_event(Log(spec.key, line))
@@ -242,12 +240,11 @@ def run_trial(
                             duration, list(tail))
     if status == "stopped":
         return TrialOutcome("stopped", result, "stopped by the user", duration, list(tail))
-    if measure_oom.get("micro_batch") and result.get("status") != "measured":
+    if again and result.get("status") != "measured":
         # The other ranks' own failure (a collective whose peer left) is a consequence, not the cause.
-        return TrialOutcome("measure_oom", {"measure_oom_at": measure_oom["micro_batch"],
-                                            "max_micro_batch": measure_oom.get("max_fit")},
-                            f"rank {measure_oom.get('rank')} ran out of memory while measuring at micro-batch "
-                            f"{measure_oom['micro_batch']}", duration, list(tail))
+        return TrialOutcome("relaunch", {"measure_at": again.get("measure_at"), "oom_at": again.get("oom_at"),
+                                         "max_micro_batch": again.get("max_fit")},
+                            again.get("why"), duration, list(tail))
     if result.get("status"):
         return TrialOutcome(result["status"], result, result.get("failure_message"), duration, list(tail))
     return TrialOutcome("failed", result, _why_no_result(code, list(tail)), duration, list(tail))

@@ -196,7 +196,8 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
     }
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
-              "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom"):
+              "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",
+              "measured_in_new_process"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":
@@ -335,22 +336,23 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
 
 
 def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, stop) -> TrialOutcome:
-    """One trial; on several ranks, a rank that runs out of memory while measuring ends the process group
-    (engine.trial.EXIT_MEASURE_OOM), and the trial is launched again at half that micro-batch, skipping
-    the batch search the first process already did. The outcome's duration covers every launch."""
+    """One trial, launched again as long as it asks to measure in a new process (engine.trial.EXIT_RELAUNCH:
+    a rank of several ran out of memory while measuring, or DeepSpeed's offload engine keeps host memory),
+    skipping the batch search the first process already did. The outcome's duration covers every launch."""
     out = run_trial(spec, tmp, req.timeout_s, on_event, stop, launcher=req.launcher)
     spent = out.duration_s
-    while out.status == "measure_oom":
-        at = int(out.result["measure_oom_at"])
-        on_event(BatchTried(spec.key, at, False))
-        history = spec.measure_oom_history + (at,)
-        if at <= 1:
-            return TrialOutcome("oom", {"max_micro_batch": out.result.get("max_micro_batch") or spec.max_fit,
-                                        "measure_oom": list(history)},
+    while out.status == "relaunch":
+        r = out.result
+        history = spec.measure_oom_history
+        if r.get("oom_at"):
+            on_event(BatchTried(spec.key, int(r["oom_at"]), False))
+            history += (int(r["oom_at"]),)
+        at, fit = int(r.get("measure_at") or 0), r.get("max_micro_batch") or spec.max_fit
+        if at < 1:
+            return TrialOutcome("oom", {"max_micro_batch": fit, "measure_oom": list(history)},
                                 "out of memory while measuring at micro-batch 1", spent, out.log_tail)
-        on_event(Log(spec.key, f"{out.message}: launching it again at micro-batch {at // 2}"))
-        spec = replace(spec, measure_at=at // 2, max_fit=out.result.get("max_micro_batch") or spec.max_fit,
-                       measure_oom_history=history)
+        on_event(Log(spec.key, f"{out.message}: measuring at micro-batch {at} in a new process"))
+        spec = replace(spec, measure_at=at, max_fit=fit, measure_oom_history=history)
         out = run_trial(spec, tmp, req.timeout_s, on_event, stop, launcher=req.launcher)
         spent += out.duration_s
     return replace(out, duration_s=spent)

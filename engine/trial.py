@@ -29,11 +29,14 @@ EARLY_STOP_MARGIN = 0.03
 
 
 RANK = int(os.environ.get("RANK", "0"))
-# A rank that runs out of memory while measuring on several ranks ends its process group with this code,
-# after telling the parent at which micro-batch (the "measure_oom" event): the sweep relaunches the trial
-# at half that micro-batch. Retrying in the same process hangs: the other ranks may be waiting inside a
-# collective (an FSDP all-gather, a barrier) that this rank would never join.
-EXIT_MEASURE_OOM = 75
+# A trial that must measure in a new process ends with this code after telling the parent at which
+# micro-batch (the "relaunch" event), and the sweep launches it again without the batch search:
+# - on several ranks, a rank that runs out of memory while measuring: retrying in the same process hangs,
+#   as the other ranks may be waiting inside a collective (an FSDP all-gather, a barrier) it never joins;
+# - DeepSpeed with CPU offload: a destroyed engine does not give back all of its pinned host memory
+#   (DeepSpeed issue #7204), so the measurement's engine would need host RAM twice (a 2.8B model: the
+#   host ran out of 128 GiB); only the end of the process releases it.
+EXIT_RELAUNCH = 75
 
 
 def emit(kind: str, *, any_rank: bool = False, **fields: Any) -> None:
@@ -172,6 +175,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
             time.sleep(60)
     if spec.measure_oom_history:
         result["measure_oom"] = list(spec.measure_oom_history)
+    if spec.measure_at:
+        result["measured_in_new_process"] = True
 
     gen = torch.Generator().manual_seed(spec.seed + RANK)
     torch.manual_seed(spec.seed)
@@ -190,8 +195,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         _limit_cpu_memory(spec.cpu_memory_limit_mb)
 
     if spec.measure_at:
-        # Relaunched after a rank ran out of memory while measuring: the earlier process found the largest
-        # micro-batch that fits (uncompiled); measure straight at the micro-batch the sweep asks for.
+        # Relaunched (EXIT_RELAUNCH): the earlier process found the largest micro-batch that fits
+        # (uncompiled); measure straight at the micro-batch the sweep asks for.
         result["max_micro_batch"] = spec.max_fit or spec.measure_at
         return _measured(spec, model, m, result, fresh, spec.measure_at, compile_on, device, gen, attn, t_start)
 
@@ -249,18 +254,29 @@ def run(spec: TrialSpec) -> dict[str, Any]:
                                       f"with fewer methods ({spec.dominated_at_or_below})")
         return _finish(result, t_start)
 
+    if m.deepspeed and m.offloading:
+        relaunch(best, best, why="DeepSpeed's offload engine keeps host memory until its process ends")
     return _measured(spec, model, m, result, fresh, best, compile_on, device, gen, attn, t_start)
+
+
+def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None = None) -> None:
+    """End this trial's process group and have the sweep launch it again, measuring at `measure_at`
+    (EXIT_RELAUNCH). Any rank may call it; the others are ended with it by torchrun."""
+    emit("relaunch", any_rank=True, measure_at=measure_at, max_fit=max_fit, oom_at=oom_at, why=why, rank=RANK)
+    sys.stdout.flush()
+    os._exit(EXIT_RELAUNCH)
 
 
 def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, attn, t_start) -> dict[str, Any]:
     """2. Time passes and updates at `micro`, compiled where the settings say; if the measured configuration
-    runs out of memory (compiled graphs differ), halve it and try again: in this process on one rank, by
-    ending the process group (EXIT_MEASURE_OOM) on several."""
+    runs out of memory (compiled graphs differ), halve it and try again: in this process on one rank, in a
+    new one (EXIT_RELAUNCH) on several, or where the engine holds host memory until its process ends."""
     import torch.distributed as dist
 
     from engine import formulas, modeling
 
     several = dist.is_initialized() and dist.get_world_size() > 1
+    keeps_host_memory = m.deepspeed and m.offloading
     while micro >= 1:
         try:
             result.update(_measure(spec, model, fresh, micro, compile_on, device, gen, attn))
@@ -269,11 +285,9 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
             if not is_oom(e):
                 raise
             e = None
-            if several:
-                emit("measure_oom", any_rank=True, micro_batch=micro, max_fit=result.get("max_micro_batch"),
-                     rank=RANK)
-                sys.stdout.flush()
-                os._exit(EXIT_MEASURE_OOM)
+            if several or keeps_host_memory:  # at micro-batch 1 the sweep records the trial as out of memory
+                relaunch(micro // 2, result.get("max_micro_batch"), oom_at=micro,
+                         why=f"rank {RANK} ran out of memory while measuring at micro-batch {micro}")
             emit("batch", micro_batch=micro, fits=False)
             result.setdefault("measure_oom", []).append(micro)
             _free(device)

@@ -304,6 +304,12 @@ def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
         rows = {r["key"].split("|")[4]: r for r in s.trials()}
     assert rows["zero2+offload"]["sharding"] == "zero2" and rows["zero2+offload"]["offloading"]
     assert rows["ckpt+fsdp3+offload"]["activation_checkpointing"] and rows["ckpt+fsdp3+offload"]["days"] > 0
+    # DeepSpeed's offload engine keeps pinned host memory after destroy(): it is measured in a new process,
+    # at the micro-batch the first one's search found; FSDP measures in the process that searched.
+    zero, fsdp = (json.loads(rows[k]["provenance"]) for k in ("zero2+offload", "ckpt+fsdp3+offload"))
+    assert zero.get("measured_in_new_process") and not fsdp.get("measured_in_new_process")
+    assert rows["zero2+offload"]["micro_batch"] == zero["max_micro_batch_searched"] == 16  # the whole batch
+    assert any(isinstance(e, ev.Log) and "in a new process" in e.line for e in seen)
     with pytest.raises(Exception, match="no combination called"):
         _sweep(_request(tmp_path, only=("zero9",)))
 
