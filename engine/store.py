@@ -408,6 +408,22 @@ class Store:
         ).fetchall()
         return {r[0] for r in rows}
 
+    def repeated_failures(self, keys: Iterable[str], at_least: int = 2) -> dict[str, str]:
+        """Trial keys that crashed or timed out at least `at_least` times and never got a result: a key
+        -> its last failure message. A resumed sweep gives up on them (a host running out of memory kills
+        the same trial every time) unless asked to retry."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        rows = self.con.execute(
+            """SELECT key, arg_max(coalesce(failure_message, failure_kind), created_at)
+               FROM trials WHERE key IN (SELECT unnest(?))
+               GROUP BY key
+               HAVING count(*) FILTER (WHERE failure_kind IN ('failed', 'timeout')) >= ?
+                  AND count(*) FILTER (WHERE feasible OR failure_kind IN ('oom', 'dominated', 'refused')) = 0""",
+            [keys, at_least]).fetchall()
+        return {k: m for k, m in rows}
+
     def runs(self) -> list[dict[str, Any]]:
         return self.query("SELECT * FROM runs ORDER BY started_at NULLS FIRST")
 

@@ -57,6 +57,9 @@ class SweepRequest:
     # Skip combinations the memory model (engine/memory.py, calibrated on measured fits) says cannot fit
     # or cannot beat a dominating one; recorded as source 'predicted', failure_kind 'memory'. CUDA only.
     memory_skip: bool = True
+    # A trial that crashed or timed out twice (and never got a result) is not tried again on resume: the
+    # same host-memory kill or hang would cost its time once more. True: try those again too.
+    retry_failed: bool = False
     # Start no new trial after this many seconds (a SLURM job's or a lent machine's time limit): the sweep
     # ends as stopped after the running trial, and the same request resumes it. None: no limit.
     stop_after_s: float | None = None
@@ -243,6 +246,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     try:
         # An exhaustive sweep also measures what an earlier, pruned one left as dominated or skipped.
         done = store.done_keys([s.key for s in specs], final_only=True, pruned_final=not req.exhaustive)
+        given_up = {} if req.retry_failed else store.repeated_failures([s.key for s in specs if s.key not in done])
         skip_cal = _memory_calibration(req, presets, store)
         if skip_cal is not None:  # skipped by the memory model: still skipped (exhaustive: only no-fits)
             done |= _memory_skipped_keys(store, specs, cannot_fit_only=req.exhaustive)
@@ -261,7 +265,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         store.add_run(run)
         run_started = True
         store.record_presets(run.run_id, presets)
-        on_event(SweepStarted(total=len(specs), skipped=len(done), run_id=run.run_id,
+        on_event(SweepStarted(total=len(specs), skipped=len(done) + len(given_up), run_id=run.run_id,
                               labels=tuple(s.methods.label for s in specs), keys=tuple(s.key for s in specs)))
         counts: dict[str, int] = {}
         out_of_time = ""
@@ -279,10 +283,15 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     on_event(TrialSkipped(spec.key, label, "already in the database (resumed)"))
                     counts["resumed"] = counts.get("resumed", 0) + 1
                     continue
+                if spec.key in given_up:
+                    on_event(TrialSkipped(spec.key, label, f"failed twice before ({given_up[spec.key][:120]}); "
+                                                           "--retry-failed tries it again"))
+                    counts["given up"] = counts.get("given up", 0) + 1
+                    continue
                 if (stop is not None and stop.is_set()) or (pause is not None and pause.is_set()):
                     break
                 if req.stop_after_s is not None and time.monotonic() - t0 > req.stop_after_s:
-                    left = sum(1 for s in specs[i:] if s.key not in done)
+                    left = sum(1 for s in specs[i:] if s.key not in done and s.key not in given_up)
                     out_of_time = (f"time limit: no trial starts after {req.stop_after_s:.0f} s; "
                                    f"{left} left, run the same command again to resume")
                     break

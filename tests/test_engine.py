@@ -277,8 +277,15 @@ def test_a_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
         rows = {r["key"].split("|")[4]: r for r in s.trials()}
     assert not rows["naive"]["feasible"] and "SIGABRT" in rows["naive"]["failure_message"]
     assert rows["free-lunch"]["feasible"] and rows["free-lunch"]["days"] > 0
-    # Resuming retries what crashed and skips what is final.
-    again = _sweep(_request(tmp_path))
+    # Resuming retries what crashed once and skips what is final; a second crash gives up on the trial
+    # (the same kill would cost its time on every resume) until asked to retry.
+    twice = _sweep(_request(tmp_path, faults={"naive": "crash"}))
+    assert [(e.label, e.status) for e in twice if isinstance(e, ev.TrialFinished)] == [("naive", "failed")]
+    third = _sweep(_request(tmp_path))
+    assert third[0].skipped == 2 and not [e for e in third if isinstance(e, ev.TrialFinished)]
+    (gave_up,) = [e for e in third if isinstance(e, ev.TrialSkipped) and e.label == "naive"]
+    assert "failed twice" in gave_up.reason and "SIGABRT" in gave_up.reason
+    again = _sweep(_request(tmp_path, retry_failed=True))
     assert again[0].skipped == 1
     assert [(e.label, e.status) for e in again if isinstance(e, ev.TrialFinished)] == [("naive", "measured")]
 

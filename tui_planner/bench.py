@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "stored as separate trials and exported as torch_compile_mode"),
     p.add_argument("--no-memory-skip", action="store_true",
                    help="run combinations the memory model says cannot fit or win (skipped by default)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="on resume, also try again combinations that crashed or timed out twice (given up on "
+                        "by default: a host out of memory kills the same trial every time)")
     p.add_argument("--device-kind", help="provenance: the machine kind (e.g. a cloud instance type)")
     p.add_argument("--note", help="provenance: a note stored with the run")
 
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         repetitions=args.repetitions, verify_steps=args.verify_steps, verify_accum=args.verify_accum,
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
-        memory_skip=not args.no_memory_skip,
+        memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed,
     ) for n in args.gpus]
     from engine.sweep import check_launcher
 
@@ -124,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
                 console.print(f"{'':>9} steady run: {e.verify_step_s:.4g} s a step vs {e.verify_predicted_s:.4g} s "
                               f"from pass x accumulation + update ({off:+.1%})")
         elif isinstance(e, TrialSkipped):
-            pass
+            if not e.reason.startswith("already"):  # a resume's silent skips stay silent; giving up is news
+                console.print(f"[yellow]{'skipped':>9}[/] {e.label:<20} {e.reason[:200]}")
         elif isinstance(e, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
             took = f" in {fmt.duration(e.elapsed_s)}"
