@@ -221,11 +221,11 @@ def run_trial(
     if status is not None or code:
         for lock in clear_build_locks(since=started):  # a killed JIT build must not block the next trial
             tail.append(f"removed the stale build lock {lock}")
+    for r in readers:  # the processes are gone: the readers reach the end of their pipes (and every marker)
+        r.join(timeout=5)
     for p in procs:
         if p.stdout is not None:
             p.stdout.close()
-    for r in readers:
-        r.join(timeout=5)
     duration = time.perf_counter() - t0
     result: dict = {}
     if out_path.exists():
@@ -243,7 +243,7 @@ def run_trial(
     if again and result.get("status") != "measured":
         # The other ranks' own failure (a collective whose peer left) is a consequence, not the cause.
         return TrialOutcome("relaunch", {"measure_at": again.get("measure_at"), "oom_at": again.get("oom_at"),
-                                         "max_micro_batch": again.get("max_fit")},
+                                         "max_micro_batch": again.get("max_fit"), "about": again.get("about")},
                             again.get("why"), duration, list(tail))
     if result.get("status"):
         return TrialOutcome(result["status"], result, result.get("failure_message"), duration, list(tail))

@@ -416,7 +416,7 @@ class Store:
         if not keys:
             return {}
         rows = self.con.execute(
-            """SELECT key, arg_max(coalesce(failure_message, failure_kind), created_at)
+            """SELECT key, coalesce(arg_max(coalesce(failure_message, failure_kind), created_at), 'failed')
                FROM trials WHERE key IN (SELECT unnest(?))
                GROUP BY key
                HAVING count(*) FILTER (WHERE failure_kind IN ('failed', 'timeout')) >= ?

@@ -246,10 +246,10 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     try:
         # An exhaustive sweep also measures what an earlier, pruned one left as dominated or skipped.
         done = store.done_keys([s.key for s in specs], final_only=True, pruned_final=not req.exhaustive)
-        given_up = {} if req.retry_failed else store.repeated_failures([s.key for s in specs if s.key not in done])
         skip_cal = _memory_calibration(req, presets, store)
         if skip_cal is not None:  # skipped by the memory model: still skipped (exhaustive: only no-fits)
             done |= _memory_skipped_keys(store, specs, cannot_fit_only=req.exhaustive)
+        given_up = {} if req.retry_failed else store.repeated_failures([s.key for s in specs if s.key not in done])
         info = host_info()
         run = Run(
             source="measured", host=info["host"], device_kind=req.device_kind,
@@ -347,7 +347,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
 def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, stop) -> TrialOutcome:
     """One trial, launched again as long as it asks to measure in a new process (engine.trial.EXIT_RELAUNCH:
     a rank of several ran out of memory while measuring, or DeepSpeed's offload engine keeps host memory),
-    skipping the batch search the first process already did. The outcome's duration covers every launch."""
+    skipping the batch search the first process already did. Each launch has the trial's timeout; the
+    outcome's duration covers every launch."""
     out = run_trial(spec, tmp, req.timeout_s, on_event, stop, launcher=req.launcher)
     spent = out.duration_s
     while out.status == "relaunch":
@@ -357,9 +358,15 @@ def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, 
             on_event(BatchTried(spec.key, int(r["oom_at"]), False))
             history += (int(r["oom_at"]),)
         at, fit = int(r.get("measure_at") or 0), r.get("max_micro_batch") or spec.max_fit
+        about = {**(r.get("about") or {}), "max_micro_batch": fit, "measure_oom": list(history)}
+        if stop is not None and stop.is_set():
+            return TrialOutcome("stopped", about, "stopped by the user", spent, out.log_tail)
         if at < 1:
-            return TrialOutcome("oom", {"max_micro_batch": fit, "measure_oom": list(history)},
-                                "out of memory while measuring at micro-batch 1", spent, out.log_tail)
+            return TrialOutcome("oom", about, "out of memory while measuring at micro-batch 1", spent, out.log_tail)
+        if spec.dominated_at_or_below and at <= spec.dominated_at_or_below:
+            return TrialOutcome("dominated", {**about, "micro_batch": at}, (
+                f"dominated: measures only at micro-batch {at} (out of memory above), no more than a measured "
+                f"combination with fewer methods ({spec.dominated_at_or_below})"), spent, out.log_tail)
         on_event(Log(spec.key, f"{out.message}: measuring at micro-batch {at} in a new process"))
         spec = replace(spec, measure_at=at, max_fit=fit, measure_oom_history=history)
         out = run_trial(spec, tmp, req.timeout_s, on_event, stop, launcher=req.launcher)

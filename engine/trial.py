@@ -255,14 +255,18 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         return _finish(result, t_start)
 
     if m.deepspeed and m.offloading:
-        relaunch(best, best, why="DeepSpeed's offload engine keeps host memory until its process ends")
+        relaunch(best, best, why="DeepSpeed's offload engine keeps host memory until its process ends", about=result)
     return _measured(spec, model, m, result, fresh, best, compile_on, device, gen, attn, t_start)
 
 
-def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None = None) -> None:
+def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None = None,
+             about: dict[str, Any] | None = None) -> None:
     """End this trial's process group and have the sweep launch it again, measuring at `measure_at`
-    (EXIT_RELAUNCH). Any rank may call it; the others are ended with it by torchrun."""
-    emit("relaunch", any_rank=True, measure_at=measure_at, max_fit=max_fit, oom_at=oom_at, why=why, rank=RANK)
+    (EXIT_RELAUNCH). Any rank may call it; the others are ended with it by torchrun. `about`: what the
+    trial knows of itself (settings, versions), for the row if no launch measures it."""
+    keep = ("attention", "compile", "tf32", "compile_mode", "kernels_off", "versions", "checkpointing")
+    emit("relaunch", any_rank=True, measure_at=measure_at, max_fit=max_fit, oom_at=oom_at, why=why, rank=RANK,
+         about={k: v for k, v in (about or {}).items() if k in keep})
     sys.stdout.flush()
     os._exit(EXIT_RELAUNCH)
 
@@ -286,7 +290,7 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
                 raise
             e = None
             if several or keeps_host_memory:  # at micro-batch 1 the sweep records the trial as out of memory
-                relaunch(micro // 2, result.get("max_micro_batch"), oom_at=micro,
+                relaunch(micro // 2, result.get("max_micro_batch"), oom_at=micro, about=result,
                          why=f"rank {RANK} ran out of memory while measuring at micro-batch {micro}")
             emit("batch", micro_batch=micro, fits=False)
             result.setdefault("measure_oom", []).append(micro)

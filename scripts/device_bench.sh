@@ -4,9 +4,9 @@
 # Installs the wheels carried in .whl/ (DeepSpeed, DuckDB, ...) into /tmp/site, records the machine,
 # then runs `tui-planner bench` per model. The database lives in /tmp/DBNAME on the machine (a later call
 # on the same machine resumes from it; on a fresh machine, from .resume/DBNAME if carried) and is copied
-# to $OUT at the end. Env: TRIAL_TIMEOUT (s a trial), BENCH_ARGS (more bench options), CALL_LIMIT (s:
-# bench gets SIGTERM, and stops cleanly, this long after the script started; default 570, under the
-# device tool's 600 s a call, so the copy to $OUT still happens).
+# to $OUT after each model. Env: TRIAL_TIMEOUT (s a launch of a trial), BENCH_ARGS (more bench options),
+# CALL_LIMIT (s: bench gets SIGTERM, and stops cleanly, this long after the script started; default 540,
+# under the device tool's 600 s a call, so the copy to $OUT still happens; lower it with the call's limit).
 set -u
 start=$SECONDS
 kind=$1; db=$2; shift 2
@@ -20,11 +20,11 @@ export PYTHONPATH=/tmp/site:$PWD
 if [ ! -f "/tmp/$db" ] && [ -f ".resume/$db" ]; then cp .resume/"$db"* /tmp/; fi
 for item in "$@"; do
   model=${item%%:*}; methods=all; [ "$item" != "$model" ] && methods=${item#*:}
-  left=$(( ${CALL_LIMIT:-570} - (SECONDS - start) ))
+  left=$(( ${CALL_LIMIT:-540} - (SECONDS - start) ))
   [ "$left" -gt 30 ] || { echo "=== no time left for $model"; break; }
   echo "=== $model ($methods) $(date -u +%FT%TZ), ${left} s left"
-  timeout -s TERM -k 20 "$left" python3 -m tui_planner bench --model "$model" --methods "$methods" --db "/tmp/$db" \
+  timeout -s TERM -k 15 "$left" python3 -m tui_planner bench --model "$model" --methods "$methods" --db "/tmp/$db" \
     --device-kind "$kind" --timeout "${TRIAL_TIMEOUT:-600}" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/bench.log"
+  python3 -c "import duckdb,sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')" "/tmp/$db" && cp "/tmp/$db" "$OUT/$db"
 done
-python3 -c "import duckdb,sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')" "/tmp/$db" && cp "/tmp/$db" "$OUT/$db"
-python3 -m tui_planner results --db "$OUT/$db"
+[ -f "$OUT/$db" ] && python3 -m tui_planner results --db "$OUT/$db"

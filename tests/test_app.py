@@ -347,6 +347,11 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             from tui_planner import format as fmt
 
             assert sorted(days_cells) == sorted(fmt.days(r["days"]) for r in rows)  # the table shows the store
+            retry = screen.query_one("#b-retry", Checkbox)  # what crashed twice: skipped unless ticked
+            assert not screen.request().retry_failed
+            retry.value = True
+            assert screen.request().retry_failed
+            retry.value = False
             # run again: everything resumes from the database, nothing is measured twice
             await pilot.press("r")
             for _ in range(600):

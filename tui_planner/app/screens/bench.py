@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -74,6 +75,8 @@ class BenchScreen(Screen):
         with Horizontal(classes="form-row"):
             yield Label("Save to", classes="name")
             yield Input(str(user_db()), compact=True, id="b-db")
+            yield Checkbox("retry failed", value=False, compact=True, id="b-retry",
+                           tooltip="also run again what crashed or timed out twice (skipped on resume by default)")
         with Horizontal(id="progress-row"):
             yield ProgressBar(id="progress", show_eta=True)
             yield Static("", id="progress-label")
@@ -134,6 +137,7 @@ class BenchScreen(Screen):
             num_gpus=int(gpus), device=str(self.query_one("#b-device", Select).value), db=Path(db).expanduser(),
             presets=self.app.preset_paths, timeout_s=900.0,
             compile=self.query_one("#b-compile", Checkbox).value, note="tui-planner app",
+            retry_failed=self.query_one("#b-retry", Checkbox).value,
         )
 
     def action_start(self) -> None:
@@ -234,10 +238,10 @@ class BenchScreen(Screen):
             for key, label in zip(e.keys, e.labels):
                 t.add_row(label, "[dim]queued[/]", "", "", "", "", key=key)
             bar.update(total=max(1, e.total - e.skipped), progress=0)
-            self._label(f"{e.total} trials" + (f", {e.skipped} already measured (resumed)" if e.skipped else ""))
+            self._label(f"{e.total} trials" + (f", {e.skipped} already in the database" if e.skipped else ""))
         elif isinstance(e, ev.TrialSkipped):
             self._fill(e.key)
-            self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{e.reason}[/]")
+            self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{escape(e.reason)}[/]")
         elif isinstance(e, ev.TrialStarted):
             self.current = e.key
             self._set(e.key, "state", "[b]searching batch[/]")
