@@ -329,8 +329,9 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     timer = Timer(device)
     stepper = fresh(micro, compile_now=compile_on)
     try:
-        if spec.fault == "oom-measuring-rank1" and RANK == 1 and micro > 1:
-            # Test hook: only rank 1 runs out of memory, while rank 0 goes on into the first timed pass.
+        if RANK == 1 and (spec.fault == "oom-measuring-rank1" and micro > 1 or spec.fault == "oom-measuring-rank1-all"):
+            # Test hook: only rank 1 runs out of memory (above micro-batch 1, or at every size), while rank 0
+            # goes on into the first timed pass.
             raise MemoryError("fault injection: rank 1 out of memory while measuring")
         batch = modeling.make_batch(model, micro, device, gen)
         kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)

@@ -443,6 +443,21 @@ def test_one_rank_out_of_memory_while_measuring_relaunches_the_trial_at_half(tmp
     assert not _processes_with("engine.trial")
 
 
+def test_one_rank_out_of_memory_at_every_micro_batch_is_an_out_of_memory_row_with_its_settings(tmp_path):
+    req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("fsdp3",),
+                   faults={"fsdp3": "oom-measuring-rank1-all"}, timeout_s=180)
+    seen = _sweep(req)
+    (done,) = [e for e in seen if isinstance(e, ev.TrialFinished)]
+    assert done.status == "oom" and "micro-batch 1" in done.message
+    with Store.open(req.db, read_only=True) as s:
+        (row,) = s.trials(model="tiny-neox")
+    prov = json.loads(row["provenance"])
+    assert not row["feasible"] and row["failure_kind"] == "oom" and prov["measure_oom"] == [8, 4, 2, 1]
+    # The settings the trial ran with come from the last launch's relaunch event, not from a result file.
+    assert row["attention"] and row["compile"] is not None and prov["versions"]["torch"]
+    assert not _processes_with("engine.trial")
+
+
 # --- several nodes: torchrun agents meeting through c10d rendezvous ----------------------------------
 
 
