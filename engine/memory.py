@@ -361,7 +361,7 @@ class Calibration:
             return f"kappa {self.kappa:g} for {self.scope} (uncalibrated: no measured fits)"
         if self.low < self.high:
             rng = f"{self.low:.2f}-{self.high:.2f}"
-        elif self.low <= self.high * (1 + FIT_TOLERANCE):
+        elif _near_miss(self.low, self.high):
             rng = f"{self.high:.3f}-{self.low:.3f}, within the {FIT_TOLERANCE:.0%} a fit boundary is sharp,"
         else:
             rng = "no common range"
@@ -442,6 +442,11 @@ def _recorded_floor(row: Mapping[str, Any]) -> tuple[int, str] | None:
 FIT_TOLERANCE = 0.02
 
 
+def _near_miss(low: float, high: float) -> bool:
+    """Brackets whose lower bound passes the upper by less than a fit boundary is sharp: they agree."""
+    return low <= high * (1 + FIT_TOLERANCE)
+
+
 def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Calibration]:
     """kappa from the measured rows' micro-batch brackets, per architecture ('GPTNeoX', 'ViT', ...) and,
     for architectures nobody measured, per family ('transformer family'): the geometric middle of the
@@ -460,7 +465,7 @@ def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, 
         hi = min(b[1] for b in brackets)
         if lo < hi:
             kappa = _middle(lo, hi)
-        elif lo <= hi * (1 + FIT_TOLERANCE):
+        elif _near_miss(lo, hi):
             kappa = _middle(hi, lo)  # they miss each other by less than a fit boundary is sharp
         else:
             kappa = statistics.median(_middle(a, b) for a, b, _ in brackets)

@@ -45,8 +45,8 @@ def sdpa_without_dense_masks() -> bool:
     Every other case (padding, sliding windows, packed sequences, cache offsets, added mask functions) is
     left to transformers. That includes a causal model run without a cache (use_cache=False, which
     gradient checkpointing sets): transformers then cannot rule out packed sequences while tracing and
-    builds the dense mask anyway. MASKS_SEEN says what SDPA got; trials record it. Returns whether the override is in place (False where this transformers has no
-    mask interface).
+    builds the dense mask anyway. MASKS_SEEN says what SDPA got; trials record it. Returns whether the
+    override is in place (False where this transformers has no mask interface).
     """
     if "on" in _MASK_OVERRIDE:
         return _MASK_OVERRIDE["on"]

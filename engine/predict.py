@@ -106,9 +106,9 @@ def group_of(model: Model, methods: Methods, dense_causal_mask: bool = False) ->
 
 
 def masked_by_old_engine(model: Model, methods: Methods) -> bool:
-    """Whether the engine before the fix gave this setting a dense causal mask: compiled causal LMs
-    without checkpointing (with checkpointing the mask was built outside the compiled graph, so SDPA
-    got `is_causal` then too: the same passes before and after the fix)."""
+    """Whether the engine before the fix gave this setting a dense causal mask where today's does not:
+    compiled causal LMs without checkpointing (with checkpointing, which runs without a cache,
+    transformers builds the dense mask before and after the fix: the same passes)."""
     return (model.objective == "causal-lm" and not methods.activation_checkpointing
             and space.uses_compile(methods, model.compile) and model.attention == "sdpa")
 
