@@ -6,7 +6,9 @@
 # on the same machine resumes from it; on a fresh machine, from .resume/DBNAME if carried) and is copied
 # to $OUT after each model. Env: TRIAL_TIMEOUT (s a launch of a trial), BENCH_ARGS (more bench options),
 # CALL_LIMIT (s: bench gets SIGTERM, and stops cleanly, this long after the script started; default 540,
-# under the device tool's 600 s a call, so the copy to $OUT still happens; lower it with the call's limit).
+# under the device tool's 600 s a call, so the copy to $OUT still happens; lower it with the call's limit),
+# STOP_TAIL (s: with it, each model's bench starts no trial later than STOP_TAIL before CALL_LIMIT, so a
+# trial in flight can end before the SIGTERM; set it to about the longest trial).
 set -u
 start=$SECONDS
 kind=$1; db=$2; shift 2
@@ -22,9 +24,13 @@ for item in "$@"; do
   model=${item%%:*}; methods=all; [ "$item" != "$model" ] && methods=${item#*:}
   left=$(( ${CALL_LIMIT:-540} - (SECONDS - start) ))
   [ "$left" -gt 30 ] || { echo "=== no time left for $model"; break; }
+  stop=(); if [ -n "${STOP_TAIL:-}" ]; then
+    [ "$left" -gt "$STOP_TAIL" ] || { echo "=== too little time left for $model's trials"; break; }
+    stop=(--stop-after $(( left - STOP_TAIL )))
+  fi
   echo "=== $model ($methods) $(date -u +%FT%TZ), ${left} s left"
   timeout -s TERM -k 15 "$left" python3 -m tui_planner bench --model "$model" --methods "$methods" --db "/tmp/$db" \
-    --device-kind "$kind" --timeout "${TRIAL_TIMEOUT:-600}" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/bench.log"
+    --device-kind "$kind" --timeout "${TRIAL_TIMEOUT:-600}" "${stop[@]}" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/bench.log"
   python3 -c "import duckdb,sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')" "/tmp/$db" && cp "/tmp/$db" "$OUT/$db"
 done
 [ -f "$OUT/$db" ] && python3 -m tui_planner results --db "$OUT/$db"
