@@ -94,7 +94,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Print trials (paper rows and measurements) from a results database, with MFU and "
                     "its plausibility flag.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="JSON rows carry model, gpu, num_gpus, days, mfu, plausibility, source and every method setting.",
+        epilog="JSON rows carry model, gpu, num_gpus, days, mfu, plausibility, source and every method setting.\n\n"
+               "examples:\n  tui-planner results --model pythia-1b --gpu h100\n"
+               "  tui-planner results --summary --model pythia-410m --gpu h200\n"
+               "  tui-planner results --summary --format json --db mine.duckdb",
     )
     rs.add_argument("--model", help="only this model id (see `tui-planner presets`)")
     rs.add_argument("--gpu", help="only this GPU id")
@@ -102,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--source", help="only this source, e.g. measured, paper-table1, paper-* ")
     rs.add_argument("--feasible", action="store_true", help="only results that fit")
     rs.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    rs.add_argument("--summary", action="store_true",
+                    help="what each measured search found: winner, free-lunch, best memory-saving combination "
+                         "and its time saved, median, worst, naive, and the paper's pick for the cell")
+    rs.add_argument("--paper-gpu", metavar="GPU",
+                    help="with --summary: compare with the paper's cell on this GPU (default: the same GPU, else "
+                         "one of the same architecture: H100 for H200)")
 
     rk = sub.add_parser(
         "rank", parents=[common], help="what to buy: hardware options ranked for a budget and a deadline",
@@ -262,6 +271,10 @@ def _results(args: argparse.Namespace) -> int:
     from engine.store import plain
     from tui_planner.views import print_results
 
+    if args.summary:
+        return _findings(args)
+    if args.paper_gpu:
+        raise PlannerError("--paper-gpu goes with --summary")
     with _open_store(args) as store:
         rows = store.trials(model=args.model, gpu=args.gpu, num_gpus=args.num_gpus, source=args.source,
                             feasible=True if args.feasible else None)
@@ -276,6 +289,28 @@ def _results(args: argparse.Namespace) -> int:
         sys.stdout.write(out.getvalue())
     else:
         print_results(rows)
+    return 0
+
+
+def _findings(args: argparse.Namespace) -> int:
+    from engine.findings import findings
+    from tui_planner.views import print_findings
+
+    if args.source or args.feasible or args.format == "csv":
+        raise PlannerError("--summary reads measured searches only: leave out --source, --feasible and "
+                           "--format csv")
+    from engine.presets import load_presets
+
+    presets = load_presets(args.presets)
+    if args.paper_gpu:
+        presets.gpu(args.paper_gpu)  # an unknown id: a clear error naming the ones known
+    with _open_store(args) as store:
+        cells = findings(store, presets, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
+                         paper_gpu=args.paper_gpu)
+    if args.format == "json":
+        print(json.dumps([c.as_dict() for c in cells], indent=2, default=str))
+    else:
+        print_findings(cells)
     return 0
 
 

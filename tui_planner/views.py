@@ -83,3 +83,81 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
     if any(r.get("plausibility") in FLAG_STYLE for r in rows):
         console.print("[yellow]![/] implausible: above 60% of dense 16-bit peak.  "
                       "[bold red]!![/] impossible: above 100%. The paper's timer did not synchronize the GPU.")
+
+
+def _vs(days: float | None, base: float | None) -> str:
+    if days is None or not base:
+        return "—"
+    change = round(days / base - 1, 2)
+    return f"{change + 0.0:+.0%}"  # + 0.0: never '-0%'
+
+
+def print_findings(cells: Iterable[Any], console: Console | None = None) -> None:
+    console = console or Console()
+    for part in findings_renderables(cells):
+        console.print(part)
+
+
+def findings_renderables(cells: Iterable[Any]) -> list[Any]:
+    """One small table per measured cell: winner, free-lunch, best memory-saving, median, worst, naive and
+    the paper's pick, each with its time against free-lunch's; the lines under it say what that means.
+    The CLI prints them, the app shows them in a dialog."""
+    out: list[Any] = []
+    cells = list(cells)
+    if not cells:
+        return ["no measured searches match; run `tui-planner bench` or widen the filters"]
+    for c in cells:
+        fl = c.free_lunch.days if c.free_lunch else None
+        nodes = f" x {c.num_nodes} nodes" if c.num_nodes > 1 else ""
+        title = (f"{c.model} on {c.num_gpus} x {c.gpu}{nodes}: {len(c.timed)} of {len(c.entries)} "
+                 f"combinations timed")
+        out.append(f"[bold]{title}[/bold]")
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in ("", "methods", "mb x acc", "days", "MFU", "vs FL"):
+            t.add_column(col, justify="right" if col in ("mb x acc", "days", "MFU", "vs FL") else "left",
+                         no_wrap=True)
+
+        def row(role: str, e: Any) -> None:
+            if e is None:
+                return
+            mb = f"{e.micro_batch} x {e.grad_accum}" if e.micro_batch and e.grad_accum else "—"
+            days = fmt.days(e.days) if e.days is not None else f"[dim]{e.failure_kind}[/dim]"
+            t.add_row(role, e.label, mb, days, fmt.mfu(e.mfu), _vs(e.days, fl))
+
+        timed = c.timed
+        row("winner", c.winner)
+        if c.winner is not c.free_lunch:
+            row("free-lunch", c.free_lunch)
+        if c.best_memory_saving is not c.winner:
+            row("best saving", c.best_memory_saving)
+        if c.median is not None and len(timed) > 2:
+            row(f"median {(len(timed) - 1) // 2 + 1}/{len(timed)}", c.median)
+        if c.worst not in (c.winner, c.free_lunch, c.best_memory_saving, c.median):
+            row("worst", c.worst)
+        row("naive", c.naive)
+        p = c.paper
+        if p is not None:
+            mfu = fmt.mfu(p.mfu, p.plausibility)
+            if p.plausibility in FLAG_STYLE:
+                mfu = f"[{FLAG_STYLE[p.plausibility]}]{mfu}[/]"
+            mb = f"{p.micro_batch} x {p.grad_accum}" if p.micro_batch and p.grad_accum else "—"
+            days = fmt.days(p.days) if p.days is not None else "[dim]infeasible[/dim]"
+            t.add_row(f"paper {p.gpu}", p.label if p.days is not None else "—", mb, days, mfu, _vs(p.days, fl))
+            if p.days is not None:
+                row("  its pick here", c.paper_pick_measured)
+        out.append(t)
+        notes = []
+        if c.time_saved is not None:
+            notes.append(f"best memory-saving setting: {_vs(c.best_memory_saving.days, fl)} time vs free-lunch "
+                         f"(paper: up to -71%)")
+        elif c.free_lunch is not None and not c.free_lunch.measured and timed:
+            notes.append(f"free-lunch alone does not run ({c.free_lunch.failure_kind}): only memory-saving "
+                         f"methods train it here")
+        if p is not None and p.days is not None and c.winner is not None:
+            agree = "agrees with" if p.matches(c.winner.label) else "differs from"
+            notes.append(f"the winner {agree} the paper's pick on {p.gpu} ({p.label}, Appendix J)")
+        if c.not_timed:
+            notes.append("not timed: " + ", ".join(f"{e.label} ({e.failure_kind})" for e in c.not_timed))
+        out.extend(f"  [dim]{note}[/dim]" for note in notes)
+        out.append("")
+    return out

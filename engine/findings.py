@@ -1,0 +1,242 @@
+"""What a measured search found, cell by cell: the questions a sweep answers in the paper's terms.
+
+A cell is one model on one GPU type and count (and node count). For each, from the measured rows of
+the store: the winner; free-lunch alone; the best memory-saving combination and its speed-up over
+free-lunch (the paper reports up to 71% less time); the median and the worst combination; the naive
+baseline; what did not fit; and the paper's pick for the cell (Table 1's days with Appendix J's
+settings): on the GPU the caller names, else on the same GPU, else on a GPU of the same architecture
+(the paper measured no H200: its H100 cell, the same Hopper chip with less memory).
+
+Only default trials count: one per combination, the latest with a final outcome. Runs with another
+torch.compile mode or a capped micro-batch (keys with a suffix) are variants, not the search.
+Reads the store; never writes. No torch here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from engine.presets import Presets
+from engine.space import Methods
+from engine.store import Store
+
+# One row per measured (cell, combination): the latest final outcome (a time, or a verdict that the
+# combination cannot run: oom, dominated, refused), else the latest failure.
+_ROWS_SQL = """
+SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 5) AS label, days, mfu, micro_batch,
+       grad_accum, failure_kind, failure_message, free_lunch, activation_checkpointing, sharding, offloading,
+       created_at
+FROM trials
+WHERE source = 'measured' AND len(string_split(key, '|')) = 6
+  {where}
+QUALIFY row_number() OVER (
+    PARTITION BY model, gpu, num_gpus, num_nodes, label
+    ORDER BY (feasible AND days IS NOT NULL) OR failure_kind IN ('oom', 'dominated', 'refused') DESC,
+             created_at DESC) = 1
+ORDER BY model, gpu, num_gpus, num_nodes
+"""
+
+_PAPER_SQL = """
+SELECT days, mfu, plausibility, micro_batch, grad_accum, activation_checkpointing, sharding, offloading,
+       config_source
+FROM trials WHERE source = 'paper-table1' AND model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One combination of a cell, as measured."""
+
+    label: str
+    days: float | None
+    mfu: float | None = None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    failure_kind: str | None = None
+    failure_message: str | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.days is not None
+
+
+@dataclass(frozen=True)
+class PaperPick:
+    """The paper's fastest setting for the cell: Table 1's days, Appendix J's methods (None: unread)."""
+
+    gpu: str
+    days: float | None
+    mfu: float | None
+    plausibility: str | None
+    activation_checkpointing: bool | None
+    sharding: str | None
+    offloading: bool | None
+    micro_batch: int | None
+    grad_accum: int | None
+
+    @property
+    def label(self) -> str:
+        if self.sharding is None and self.activation_checkpointing is None:
+            return "?"
+        parts = []
+        if self.activation_checkpointing:
+            parts.append("ckpt")
+        elif self.activation_checkpointing is None:
+            parts.append("ckpt?")
+        if self.sharding is None:
+            parts.append("shard?")
+        elif self.sharding != "none":
+            parts.append(self.sharding)
+        if self.offloading:
+            parts.append("offload")
+        return "+".join(parts) or "free-lunch"
+
+    def matches(self, label: str) -> bool:
+        """Whether a combination's label is the paper's pick, reading an unread cell as either value."""
+        m = _methods(label)
+        if m is None or not m.free_lunch:
+            return False
+        return all(theirs is None or theirs == ours for theirs, ours in (
+            (self.activation_checkpointing, m.activation_checkpointing),
+            (self.sharding, m.sharding), (self.offloading, m.offloading)))
+
+
+@dataclass(frozen=True)
+class CellFindings:
+    model: str
+    gpu: str
+    num_gpus: int
+    num_nodes: int
+    entries: tuple[Entry, ...]  # the free-lunch-on combinations, fastest first, then those without a time
+    naive: Entry | None
+    paper: PaperPick | None
+
+    @property
+    def timed(self) -> list[Entry]:
+        return [e for e in self.entries if e.measured]
+
+    @property
+    def not_timed(self) -> list[Entry]:
+        return [e for e in self.entries if not e.measured]
+
+    @property
+    def winner(self) -> Entry | None:
+        return self.timed[0] if self.timed else None
+
+    @property
+    def free_lunch(self) -> Entry | None:
+        return next((e for e in self.entries if e.label == "free-lunch"), None)
+
+    @property
+    def best_memory_saving(self) -> Entry | None:
+        return next((e for e in self.timed if e.label != "free-lunch"), None)
+
+    @property
+    def time_saved(self) -> float | None:
+        """1 - best memory-saving days / free-lunch days: the paper's 'up to 71%'. Negative: slower.
+        None where free-lunch has no time (it did not fit: memory-saving methods are then the only way)."""
+        fl, best = self.free_lunch, self.best_memory_saving
+        if fl is None or not fl.measured or best is None:
+            return None
+        return 1 - best.days / fl.days
+
+    @property
+    def median(self) -> Entry | None:
+        """The middle combination by days (the faster of the two middle ones for an even count)."""
+        timed = self.timed
+        return timed[(len(timed) - 1) // 2] if timed else None
+
+    @property
+    def median_days(self) -> float | None:
+        timed = self.timed
+        return statistics.median(e.days for e in timed) if timed else None
+
+    @property
+    def worst(self) -> Entry | None:
+        return self.timed[-1] if self.timed else None
+
+    @property
+    def paper_pick_measured(self) -> Entry | None:
+        """Our measurement of the paper's pick (the fastest of them where Appendix J leaves a method unread)."""
+        if self.paper is None:
+            return None
+        return next((e for e in self.timed if self.paper.matches(e.label)), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        def entry(e: Entry | None) -> dict[str, Any] | None:
+            return None if e is None else {
+                "label": e.label, "days": e.days, "mfu": e.mfu, "micro_batch": e.micro_batch,
+                "grad_accum": e.grad_accum, "failure_kind": e.failure_kind, "failure_message": e.failure_message}
+
+        p = self.paper
+        return {
+            "model": self.model, "gpu": self.gpu, "num_gpus": self.num_gpus, "num_nodes": self.num_nodes,
+            "combinations": len(self.entries), "timed": len(self.timed),
+            "winner": entry(self.winner), "free_lunch": entry(self.free_lunch),
+            "best_memory_saving": entry(self.best_memory_saving), "time_saved": self.time_saved,
+            "median": entry(self.median), "median_days": self.median_days, "worst": entry(self.worst),
+            "naive": entry(self.naive), "not_timed": [entry(e) for e in self.not_timed],
+            "paper": None if p is None else {
+                "gpu": p.gpu, "days": p.days, "mfu": p.mfu, "plausibility": p.plausibility, "label": p.label,
+                "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
+                "winner_agrees": bool(self.winner and p.matches(self.winner.label)),
+                "measured": entry(self.paper_pick_measured)},
+        }
+
+
+def _methods(label: str) -> Methods | None:
+    if label == "naive":
+        return Methods(free_lunch=False)
+    if label == "free-lunch":
+        return Methods()
+    parts = label.split("+")
+    sharding = next((p for p in parts if p not in ("ckpt", "offload")), "none")
+    try:
+        return Methods(activation_checkpointing="ckpt" in parts, sharding=sharding, offloading="offload" in parts)
+    except ValueError:
+        return None
+
+
+def findings(store: Store, presets: Presets | None = None, model: str | None = None, gpu: str | None = None,
+             num_gpus: int | None = None, paper_gpu: str | None = None) -> list[CellFindings]:
+    """Every measured cell (filtered by model, GPU and count), with the paper's pick for it: on paper_gpu
+    where given, else on the same GPU, else (with presets) on a GPU of the same architecture."""
+    where, params = [], []
+    for column, value in (("model", model), ("gpu", gpu), ("num_gpus", num_gpus)):
+        if value is not None:
+            where.append(f"AND {column} = ?")
+            params.append(value)
+    rows = store.query(_ROWS_SQL.format(where=" ".join(where)), params)
+    cells: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["gpu"], r["num_gpus"], r["num_nodes"]), []).append(r)
+    out = []
+    for (m, g, n, nodes), members in cells.items():
+        entries = [Entry(r["label"], r["days"], r["mfu"], r["micro_batch"], r["grad_accum"],
+                         None if r["days"] is not None else (r["failure_kind"] or "infeasible"),
+                         r["failure_message"]) for r in members]
+        naive = next((e for e in entries if e.label == "naive"), None)
+        searched = sorted((e for e in entries if e.label != "naive"),
+                          key=lambda e: (e.days is None, e.days or 0.0, e.label))
+        candidates = [paper_gpu] if paper_gpu else [g, *_same_architecture(presets, g)]
+        paper = next(filter(None, (_paper(store, m, c, n, nodes) for c in candidates)), None)
+        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper))
+    return out
+
+
+def _same_architecture(presets: Presets | None, gpu: str) -> list[str]:
+    if presets is None or gpu not in presets.gpus:
+        return []
+    arch = presets.gpus[gpu].architecture
+    return [g.id for g in presets.gpus.values() if g.id != gpu and g.architecture == arch]
+
+
+def _paper(store: Store, model: str, gpu: str, n: int, nodes: int) -> PaperPick | None:
+    rows = store.query(_PAPER_SQL, [model, gpu, n, nodes])
+    if not rows:
+        return None
+    r = rows[0]
+    return PaperPick(gpu, r["days"], r["mfu"], r["plausibility"], r["activation_checkpointing"], r["sharding"],
+                     r["offloading"], r["micro_batch"], r["grad_accum"])

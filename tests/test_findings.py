@@ -1,0 +1,115 @@
+"""What a measured search found per cell: the arithmetic and the row choices, on a real DuckDB store."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from engine.findings import findings
+from engine.presets import load_presets
+from engine.store import Store, Trial
+from tui_planner.cli import main
+
+T0 = dt.datetime(2026, 11, 23, 12, 0)
+
+
+def _m(label, days, n=2, minute=0, gpu="h200", failure=None, suffix="", **kw):
+    parts = label.split("+")
+    naive = label == "naive"
+    sharding = next((p for p in parts if p not in ("ckpt", "offload", "free-lunch", "naive")), "none")
+    return Trial(
+        model="pythia-410m", gpu=gpu, num_gpus=n, source="measured", feasible=failure is None or failure == "dominated",
+        days=days, mfu=None if days is None else 4.0 / days, micro_batch=16, grad_accum=1024 // (16 * n),
+        free_lunch=not naive, activation_checkpointing="ckpt" in parts, sharding=sharding,
+        offloading="offload" in parts, failure_kind=failure, key=f"pythia-410m|{gpu}|{n}|1|{label}|cuda{suffix}",
+        created_at=T0 + dt.timedelta(minutes=minute), **kw)
+
+
+@pytest.fixture()
+def path(tmp_path):
+    p = tmp_path / "found.duckdb"
+    with Store.open(p) as s:
+        s.add_trials([
+            _m("naive", 60.0),
+            _m("free-lunch", 20.0),
+            _m("zero1", 16.0),                       # the winner: 20% less time than free-lunch
+            _m("zero2", 18.0),
+            _m("ckpt", 30.0),
+            _m("ckpt+zero3+offload", 50.0),          # the worst
+            _m("zero3+offload", None, minute=1, failure="oom"),
+            _m("fsdp3", 25.0, minute=1),             # measured first ...
+            _m("fsdp3", None, minute=2, failure="failed"),  # ... a later crash does not hide that time
+            _m("fsdp2", None, minute=1, failure="failed"),
+            _m("fsdp2", None, minute=3, failure="timeout"),  # never measured: its latest failure
+            _m("zero1", 1.0, minute=5, suffix="|compile-max-autotune"),  # a variant, not the search
+            _m("free-lunch", 9.0, n=1, gpu="h100"),
+            Trial(model="pythia-410m", gpu="h100", num_gpus=2, source="paper-table1", feasible=True, days=13.0,
+                  free_lunch=True, activation_checkpointing=None, sharding="zero1", offloading=False,
+                  micro_batch=16, grad_accum=32, key="pythia-410m|h100|2|1|paper-table1"),
+        ])
+    return p
+
+
+def _cell(path, **kw):
+    with Store.open(path, read_only=True) as s:
+        cells = findings(s, model="pythia-410m", gpu="h200", num_gpus=2, **kw)
+    assert len(cells) == 1
+    return cells[0]
+
+
+def test_winner_median_worst_and_time_saved(path):
+    c = _cell(path)
+    assert [e.label for e in c.timed] == ["zero1", "zero2", "free-lunch", "fsdp3", "ckpt", "ckpt+zero3+offload"]
+    assert c.winner.label == "zero1" and c.best_memory_saving.label == "zero1"
+    assert c.time_saved == pytest.approx(1 - 16 / 20)
+    assert c.median.label == "free-lunch"          # 3rd of 6: the faster middle one
+    assert c.median_days == pytest.approx((20 + 25) / 2)
+    assert c.worst.label == "ckpt+zero3+offload"
+    assert c.naive.days == 60.0
+    assert {e.label: e.failure_kind for e in c.not_timed} == {"zero3+offload": "oom", "fsdp2": "timeout"}
+    assert c.paper is None                          # the paper has no H200 cell
+
+
+def test_slower_memory_saving_and_a_free_lunch_that_does_not_fit(tmp_path):
+    p = tmp_path / "x.duckdb"
+    with Store.open(p) as s:
+        s.add_trials([_m("free-lunch", 10.0), _m("ckpt", 15.0)])
+    c = _cell(p)
+    assert c.winner.label == "free-lunch" and c.time_saved == pytest.approx(-0.5)
+    with Store.open(p) as s:
+        s.add_trials([_m("free-lunch", None, minute=9, failure="oom")])  # re-measured: now out of memory
+    c = _cell(p)
+    assert c.free_lunch.failure_kind == "oom" and c.time_saved is None and c.winner.label == "ckpt"
+
+
+def test_the_papers_pick_on_another_gpu(path):
+    assert _cell(path, paper_gpu="a100").paper is None  # the paper has no such cell here
+    named = _cell(path, paper_gpu="h100")
+    c = _cell(path, presets=load_presets())  # the H200 is a Hopper like the H100: its paper cell by default
+    assert c.paper == named.paper and c.paper.gpu == "h100"
+    assert c.paper.days == 13.0 and c.paper.label == "ckpt?+zero1"
+    assert c.paper.matches("zero1") and c.paper.matches("ckpt+zero1")   # checkpointing unread: either
+    assert not c.paper.matches("zero2") and not c.paper.matches("zero1+offload")
+    assert c.paper_pick_measured.label == "zero1"
+    assert c.as_dict()["paper"]["winner_agrees"] is True
+
+
+def test_summary_command(path, capsys):
+    assert main(["results", "--db", str(path), "--summary", "--gpu", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "pythia-410m on 2 x h200: 6 of 8 combinations timed" in out
+    assert "-20% time vs free-lunch" in out
+    assert "agrees with the paper's pick on h100" in out
+    assert "zero3+offload (oom)" in out and "fsdp2 (timeout)" in out
+    assert main(["results", "--db", str(path), "--summary", "--format", "json"]) == 0
+    cells = {(c["gpu"], c["num_gpus"]): c for c in json.loads(capsys.readouterr().out)}
+    assert set(cells) == {("h200", 2), ("h100", 1)}
+    assert cells[("h200", 2)]["worst"]["label"] == "ckpt+zero3+offload"
+
+
+def test_summary_refuses_what_it_cannot_do(path, capsys):
+    assert main(["results", "--db", str(path), "--summary", "--paper-gpu", "h900"]) == 2
+    assert "h900" in capsys.readouterr().err
+    assert main(["results", "--db", str(path), "--paper-gpu", "h100"]) == 2
+    assert "--summary" in capsys.readouterr().err
+    assert main(["results", "--db", str(path), "--summary", "--format", "csv"]) == 2
