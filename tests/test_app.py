@@ -286,6 +286,37 @@ def test_results_sort_filter_and_open_another_database(db, tmp_path):
     asyncio.run(go())
 
 
+def test_w_shows_what_the_highlighted_rows_search_found(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            await pilot.pause(0.5)
+            screen = app.screen
+            screen.query_one("#f-model", Select).value = "pythia-1b"
+            screen.query_one("#f-source", Select).value = "measured"
+            await pilot.pause(0.5)
+            assert screen.rows and all(r["source"] == "measured" for r in screen.rows)
+            await pilot.press("escape", "w")
+            await pilot.pause(0.5)
+            assert type(app.screen).__name__ == "CellFindings"
+            from rich.console import Console
+
+            console = Console(width=76, record=True, file=open(os.devnull, "w"))
+            console.print(app.screen.query_one("#findings-body", Static).content)
+            shown = console.export_text()
+            assert "pythia-1b on 1 x h100: 2 of 12 combinations timed" in shown  # the rest dominated
+            assert "winner" in shown and "paper h100" in shown and "time vs free-lunch" in shown
+            await pilot.press("escape")
+            screen.query_one("#f-source", Select).value = "paper"  # a paper row: no search to summarise
+            await pilot.pause(0.5)
+            await pilot.press("escape", "w")
+            await pilot.pause(0.5)
+            assert "no measured search here" in str(app.screen.query_one("#findings-body", Static).render())
+
+    asyncio.run(go())
+
+
 def test_help_lists_every_key_and_the_palette_runs_actions(db):
     rows = binding_rows()
     screens = {r[0] for r in rows}

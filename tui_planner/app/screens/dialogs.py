@@ -229,3 +229,46 @@ def recipe_preview(store, presets, trial_id: str) -> str:
                      + (", offload" if zero.get("offload_optimizer") else ""))
     lines += [f"  [dim]{escape(n)}[/]" for n in r.notes]
     return "\n".join(lines)
+
+
+class CellFindings(ModalScreen[None]):
+    """What the measured search of one cell found: the same tables as `tui-planner results --summary`."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def __init__(self, model: str, gpu: str, num_gpus: int) -> None:
+        super().__init__()
+        self.cell = (model, gpu, num_gpus)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="detail"):
+            yield Static("loading…", id="findings-body")
+            yield Label("[dim]the paper's pick: Table 1 days with Appendix J settings · escape closes[/]")
+
+    def on_mount(self) -> None:
+        self.load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def load(self) -> None:
+        from engine.findings import findings
+
+        model, gpu, n = self.cell
+        cur = self.app.store.cursor()
+        try:
+            cells = findings(cur, self.app.presets, model=model, gpu=gpu, num_gpus=n)
+        finally:
+            cur.close()
+        self.app.call_from_thread(self._show, cells)
+
+    def _show(self, cells: list) -> None:
+        from rich.console import Group
+
+        from tui_planner.views import findings_renderables
+
+        model, gpu, n = self.cell
+        body = self.query_one("#findings-body", Static)
+        if not cells:
+            body.update(f"[b]{model} on {n} x {gpu}[/b]\n\nno measured search here: its rows come from the paper "
+                        f"or a prediction. Measure it on the Bench screen (3).")
+            return
+        body.update(Group(*findings_renderables(cells)))

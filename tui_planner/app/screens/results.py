@@ -43,7 +43,9 @@ class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
         Binding("s", "sort", "Sort", tooltip="cycle the sort column"),
-        Binding("r", "reverse", "Rev", tooltip="reverse the sort order"),
+        Binding("r", "reverse", "Rev", tooltip="reverse the sort order", show=False),
+        Binding("w", "findings", "Found", tooltip="what the highlighted row's search found: winner, median, "
+                "worst, the best memory-saving setting against free-lunch, the paper's pick"),
         Binding("o", "app.open_db", "Open", tooltip="browse another results file"),
         Binding("escape", "focus_table", "Table", show=False),
     ]
@@ -127,6 +129,16 @@ class ResultsScreen(Screen):
         from tui_planner.app.screens.dialogs import TrialDetail
 
         self.app.push_screen(TrialDetail(str(event.row_key.value)))
+
+    def action_findings(self) -> None:
+        from tui_planner.app.screens.dialogs import CellFindings
+
+        t = self.query_one("#results", DataTable)
+        if not self.rows or t.cursor_row is None or t.cursor_row >= len(self.rows):
+            self.app.notify("no row highlighted", timeout=3)
+            return
+        r = self.rows[t.cursor_row]
+        self.app.push_screen(CellFindings(r["model"], r["gpu"], r["num_gpus"]))
 
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
