@@ -251,14 +251,14 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
         return 0
     console = Console()
     m = report["measured"]
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0, title_justify="left",  # one space apart: 80 columns
               title=f"Leave-one-out: {m['what']}")
-    for col in ("held out", "setting", "measured", "predicted", "error", "batch m/p"):
+    for col in ("held out", "setting", "measured", "predicted", "error", "mb m/p"):
         t.add_column(col, justify="left" if col in ("held out", "setting") else "right", no_wrap=True)
     for c in m["checks"]:
-        err = "—" if c["error"] is None else f"{c['error']:+.0%}"
-        pred = fmt.days(c["predicted_days"]) if c["predicted_days"] is not None else (c["reason"] or "—")[:24]
-        mb = f"{c['actual_micro_batch']} / {c['predicted_micro_batch']}"
+        err = "—" if c["error"] is None else f"{round(c['error'], 2) + 0.0:+.0%}"  # never '-0%'
+        pred = fmt.days(c["predicted_days"]) if c["predicted_days"] is not None else "—"  # why: listed below
+        mb = f"{c['actual_micro_batch'] or '—'} / {c['predicted_micro_batch'] or '—'}"
         t.add_row(f"{c['model']} {c['num_gpus']}x{c['gpu']}", c["label"], fmt.days(c["actual_days"]), pred, err, mb)
     console.print(t)
     if m["median_abs"] is None:
