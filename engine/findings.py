@@ -8,7 +8,9 @@ settings): on the GPU the caller names, else on the same GPU, else on a GPU of t
 (the paper measured no H200: its H100 cell, the same Hopper chip with less memory).
 
 Only default trials count: one per combination, the latest with a final outcome. Runs with another
-torch.compile mode or a capped micro-batch (keys with a suffix) are variants, not the search.
+torch.compile mode or a capped micro-batch (keys with a suffix) are variants, not the search. A
+combination the sweep's memory model skipped (a 'predicted' row, failure 'memory') counts as not run;
+one never tried is listed as such against the search space of the cell's GPU count.
 Reads the store; never writes. No torch here.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.presets import Presets
-from engine.space import Methods
+from engine.space import Methods, combinations
 from engine.store import Store
 
 # One row per measured (cell, combination): the latest final outcome (a time, or a verdict that the
@@ -29,11 +31,13 @@ SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 5) AS label, days, 
        grad_accum, failure_kind, failure_message, free_lunch, activation_checkpointing, sharding, offloading,
        created_at
 FROM trials
-WHERE source = 'measured' AND len(string_split(key, '|')) = 6
-  {where}
-QUALIFY row_number() OVER (
+WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind = 'memory'))
+  AND len(string_split(key, '|')) = 6 {where}
+QUALIFY count(*) FILTER (WHERE source = 'measured') OVER (PARTITION BY model, gpu, num_gpus, num_nodes) > 0
+    AND row_number() OVER (
     PARTITION BY model, gpu, num_gpus, num_nodes, label
-    ORDER BY (feasible AND days IS NOT NULL) OR failure_kind IN ('oom', 'dominated', 'refused') DESC,
+    ORDER BY source = 'measured' AND ((feasible AND days IS NOT NULL)
+                                      OR failure_kind IN ('oom', 'dominated', 'refused')) DESC,
              created_at DESC) = 1
 ORDER BY model, gpu, num_gpus, num_nodes
 """
@@ -91,12 +95,20 @@ class PaperPick:
             parts.append(self.sharding)
         if self.offloading:
             parts.append("offload")
+        elif self.offloading is None:
+            parts.append("offload?")
         return "+".join(parts) or "free-lunch"
+
+    @property
+    def readable(self) -> bool:
+        """A pick to compare with: the paper ran the cell and its sharding can be read (checkpointing and
+        offloading, where unread, are taken as either)."""
+        return self.days is not None and self.sharding is not None
 
     def matches(self, label: str) -> bool:
         """Whether a combination's label is the paper's pick, reading an unread cell as either value."""
         m = _methods(label)
-        if m is None or not m.free_lunch:
+        if not self.readable or m is None or not m.free_lunch:
             return False
         return all(theirs is None or theirs == ours for theirs, ours in (
             (self.activation_checkpointing, m.activation_checkpointing),
@@ -112,6 +124,7 @@ class CellFindings:
     entries: tuple[Entry, ...]  # the free-lunch-on combinations, fastest first, then those without a time
     naive: Entry | None
     paper: PaperPick | None
+    never_tried: tuple[str, ...] = ()  # combinations of the search space with no row at all
 
     @property
     def timed(self) -> list[Entry]:
@@ -158,9 +171,21 @@ class CellFindings:
         return self.timed[-1] if self.timed else None
 
     @property
+    def space_size(self) -> int:
+        return len(self.entries) + len(self.never_tried)
+
+    @property
+    def winner_agrees(self) -> bool | None:
+        """Whether our winner is the paper's pick; None where there is nothing to compare: no winner, no
+        readable pick, or the pick was not measured here (a winner may only beat what was run)."""
+        if self.winner is None or self.paper is None or not self.paper.readable or self.paper_pick_measured is None:
+            return None
+        return self.paper.matches(self.winner.label)
+
+    @property
     def paper_pick_measured(self) -> Entry | None:
         """Our measurement of the paper's pick (the fastest of them where Appendix J leaves a method unread)."""
-        if self.paper is None:
+        if self.paper is None or not self.paper.readable:
             return None
         return next((e for e in self.timed if self.paper.matches(e.label)), None)
 
@@ -173,7 +198,7 @@ class CellFindings:
         p = self.paper
         return {
             "model": self.model, "gpu": self.gpu, "num_gpus": self.num_gpus, "num_nodes": self.num_nodes,
-            "combinations": len(self.entries), "timed": len(self.timed),
+            "combinations": self.space_size, "timed": len(self.timed), "never_tried": list(self.never_tried),
             "winner": entry(self.winner), "free_lunch": entry(self.free_lunch),
             "best_memory_saving": entry(self.best_memory_saving), "time_saved": self.time_saved,
             "median": entry(self.median), "median_days": self.median_days, "worst": entry(self.worst),
@@ -181,7 +206,7 @@ class CellFindings:
             "paper": None if p is None else {
                 "gpu": p.gpu, "days": p.days, "mfu": p.mfu, "plausibility": p.plausibility, "label": p.label,
                 "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
-                "winner_agrees": bool(self.winner and p.matches(self.winner.label)),
+                "readable": p.readable, "winner_agrees": self.winner_agrees,
                 "measured": entry(self.paper_pick_measured)},
         }
 
@@ -222,15 +247,22 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
                           key=lambda e: (e.days is None, e.days or 0.0, e.label))
         candidates = [paper_gpu] if paper_gpu else [g, *_same_architecture(presets, g)]
         paper = next(filter(None, (_paper(store, m, c, n, nodes) for c in candidates)), None)
-        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper))
+        seen = {e.label for e in searched}
+        never = tuple(c.label for c in combinations(n * nodes) if c.label not in seen)
+        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper, never))
     return out
 
 
 def _same_architecture(presets: Presets | None, gpu: str) -> list[str]:
+    """Other GPUs of the same architecture, the nearest first (memory, then dense peak): an A40's twin is
+    the A6000, not the RTX 3090."""
     if presets is None or gpu not in presets.gpus:
         return []
-    arch = presets.gpus[gpu].architecture
-    return [g.id for g in presets.gpus.values() if g.id != gpu and g.architecture == arch]
+    me = presets.gpus[gpu]
+    same = [g for g in presets.gpus.values() if g.id != gpu and g.architecture == me.architecture]
+    same.sort(key=lambda g: (abs(g.memory_gb - me.memory_gb) / me.memory_gb
+                             + abs(g.peak_16bit_tflops - me.peak_16bit_tflops) / me.peak_16bit_tflops))
+    return [g.id for g in same]
 
 
 def _paper(store: Store, model: str, gpu: str, n: int, nodes: int) -> PaperPick | None:

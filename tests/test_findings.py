@@ -13,12 +13,12 @@ from tui_planner.cli import main
 T0 = dt.datetime(2026, 11, 23, 12, 0)
 
 
-def _m(label, days, n=2, minute=0, gpu="h200", failure=None, suffix="", **kw):
+def _m(label, days, n=2, minute=0, gpu="h200", failure=None, suffix="", source="measured", **kw):
     parts = label.split("+")
     naive = label == "naive"
     sharding = next((p for p in parts if p not in ("ckpt", "offload", "free-lunch", "naive")), "none")
     return Trial(
-        model="pythia-410m", gpu=gpu, num_gpus=n, source="measured", feasible=failure is None or failure == "dominated",
+        model="pythia-410m", gpu=gpu, num_gpus=n, source=source, feasible=failure is None or failure == "dominated",
         days=days, mfu=None if days is None else 4.0 / days, micro_batch=16, grad_accum=1024 // (16 * n),
         free_lunch=not naive, activation_checkpointing="ckpt" in parts, sharding=sharding,
         offloading="offload" in parts, failure_kind=failure, key=f"pythia-410m|{gpu}|{n}|1|{label}|cuda{suffix}",
@@ -42,6 +42,7 @@ def path(tmp_path):
             _m("fsdp2", None, minute=1, failure="failed"),
             _m("fsdp2", None, minute=3, failure="timeout"),  # never measured: its latest failure
             _m("zero1", 1.0, minute=5, suffix="|compile-max-autotune"),  # a variant, not the search
+            _m("fsdp3+offload", None, failure="memory", source="predicted"),  # the memory model skipped it
             _m("free-lunch", 9.0, n=1, gpu="h100"),
             Trial(model="pythia-410m", gpu="h100", num_gpus=2, source="paper-table1", feasible=True, days=13.0,
                   free_lunch=True, activation_checkpointing=None, sharding="zero1", offloading=False,
@@ -66,7 +67,9 @@ def test_winner_median_worst_and_time_saved(path):
     assert c.median_days == pytest.approx((20 + 25) / 2)
     assert c.worst.label == "ckpt+zero3+offload"
     assert c.naive.days == 60.0
-    assert {e.label: e.failure_kind for e in c.not_timed} == {"zero3+offload": "oom", "fsdp2": "timeout"}
+    assert {e.label: e.failure_kind for e in c.not_timed} == {
+        "zero3+offload": "oom", "fsdp2": "timeout", "fsdp3+offload": "memory"}
+    assert c.space_size == 22 and len(c.never_tried) == 22 - 9 and "ckpt+zero1" in c.never_tried
     assert c.paper is None                          # the paper has no H200 cell
 
 
@@ -91,16 +94,37 @@ def test_the_papers_pick_on_another_gpu(path):
     assert c.paper.matches("zero1") and c.paper.matches("ckpt+zero1")   # checkpointing unread: either
     assert not c.paper.matches("zero2") and not c.paper.matches("zero1+offload")
     assert c.paper_pick_measured.label == "zero1"
-    assert c.as_dict()["paper"]["winner_agrees"] is True
+    assert c.winner_agrees is True and c.as_dict()["paper"]["winner_agrees"] is True
+
+
+@pytest.mark.parametrize("paper, why", [
+    (dict(days=None, sharding=None, activation_checkpointing=None, offloading=None, feasible=False,
+          failure_kind="infeasible"), "could not train it"),
+    (dict(days=13.0, sharding=None), "cannot be read"),
+    (dict(days=13.0, sharding="fsdp2"), "was not measured here"),
+])
+def test_no_agreement_claimed_without_a_pick_to_compare(tmp_path, capsys, paper, why):
+    p = tmp_path / "p.duckdb"
+    row = dict(model="pythia-410m", gpu="h100", num_gpus=2, source="paper-table1", feasible=True, free_lunch=True,
+               activation_checkpointing=False, sharding="zero1", offloading=False,
+               key="pythia-410m|h100|2|1|paper-table1")
+    with Store.open(p) as s:
+        s.add_trials([_m("free-lunch", 20.0), _m("zero1", 16.0), Trial(**{**row, **paper})])
+    c = _cell(p, paper_gpu="h100")
+    assert c.winner_agrees is None and c.paper_pick_measured is None
+    assert main(["results", "--db", str(p), "--summary", "--paper-gpu", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert why in out and "agrees" not in out and "differs" not in out
 
 
 def test_summary_command(path, capsys):
     assert main(["results", "--db", str(path), "--summary", "--gpu", "h200"]) == 0
     out = capsys.readouterr().out
-    assert "pythia-410m on 2 x h200: 6 of 8 combinations timed" in out
+    assert "pythia-410m on 2 x h200: 6 of 22 combinations timed" in out
     assert "-20% time vs free-lunch" in out
     assert "agrees with the paper's pick on h100" in out
-    assert "zero3+offload (oom)" in out and "fsdp2 (timeout)" in out
+    assert "zero3+offload (oom)" in out and "fsdp2 (timeout)" in out and "fsdp3+offload (memory)" in out
+    assert "not tried:" in out and max(len(line) for line in out.splitlines()) <= 80
     assert main(["results", "--db", str(path), "--summary", "--format", "json"]) == 0
     cells = {(c["gpu"], c["num_gpus"]): c for c in json.loads(capsys.readouterr().out)}
     assert set(cells) == {("h200", 2), ("h100", 1)}
@@ -113,3 +137,11 @@ def test_summary_refuses_what_it_cannot_do(path, capsys):
     assert main(["results", "--db", str(path), "--paper-gpu", "h100"]) == 2
     assert "--summary" in capsys.readouterr().err
     assert main(["results", "--db", str(path), "--summary", "--format", "csv"]) == 2
+
+
+def test_the_nearest_gpu_of_the_same_architecture_comes_first():
+    from engine.findings import _same_architecture
+
+    presets = load_presets()
+    assert _same_architecture(presets, "a40")[0] == "a6000"  # the 48 GB twin, not the 24 GB RTX 3090
+    assert _same_architecture(presets, "h200") == ["h100"]

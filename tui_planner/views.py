@@ -6,7 +6,9 @@ from typing import Any, Iterable
 
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from engine.presets import Presets
 from engine.store import plain
@@ -109,7 +111,7 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
     for c in cells:
         fl = c.free_lunch.days if c.free_lunch else None
         nodes = f" x {c.num_nodes} nodes" if c.num_nodes > 1 else ""
-        title = (f"{c.model} on {c.num_gpus} x {c.gpu}{nodes}: {len(c.timed)} of {len(c.entries)} "
+        title = (f"{c.model} on {c.num_gpus} x {c.gpu}{nodes}: {len(c.timed)} of {c.space_size} "
                  f"combinations timed")
         out.append(f"[bold]{title}[/bold]")
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -130,7 +132,7 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             row("free-lunch", c.free_lunch)
         if c.best_memory_saving is not c.winner:
             row("best saving", c.best_memory_saving)
-        if c.median is not None and len(timed) > 2:
+        if c.median not in (None, c.winner, c.free_lunch, c.best_memory_saving) and len(timed) > 2:
             row(f"median {(len(timed) - 1) // 2 + 1}/{len(timed)}", c.median)
         if c.worst not in (c.winner, c.free_lunch, c.best_memory_saving, c.median):
             row("worst", c.worst)
@@ -143,8 +145,7 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             mb = f"{p.micro_batch} x {p.grad_accum}" if p.micro_batch and p.grad_accum else "—"
             days = fmt.days(p.days) if p.days is not None else "[dim]infeasible[/dim]"
             t.add_row(f"paper {p.gpu}", p.label if p.days is not None else "—", mb, days, mfu, _vs(p.days, fl))
-            if p.days is not None:
-                row("  its pick here", c.paper_pick_measured)
+            row("  its pick here", c.paper_pick_measured)
         out.append(t)
         notes = []
         if c.time_saved is not None:
@@ -153,11 +154,19 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
         elif c.free_lunch is not None and not c.free_lunch.measured and timed:
             notes.append(f"free-lunch alone does not run ({c.free_lunch.failure_kind}): only memory-saving "
                          f"methods train it here")
-        if p is not None and p.days is not None and c.winner is not None:
-            agree = "agrees with" if p.matches(c.winner.label) else "differs from"
+        if p is not None and p.days is None:
+            notes.append(f"the paper could not train it on {c.num_gpus} x {p.gpu}")
+        elif p is not None and not p.readable:
+            notes.append(f"the paper's pick on {p.gpu} cannot be read from Appendix J ({p.label})")
+        elif p is not None and c.winner_agrees is not None:
+            agree = "agrees with" if c.winner_agrees else "differs from"
             notes.append(f"the winner {agree} the paper's pick on {p.gpu} ({p.label}, Appendix J)")
+        elif p is not None:
+            notes.append(f"the paper's pick on {p.gpu} ({p.label}) was not measured here")
         if c.not_timed:
             notes.append("not timed: " + ", ".join(f"{e.label} ({e.failure_kind})" for e in c.not_timed))
-        out.extend(f"  [dim]{note}[/dim]" for note in notes)
+        if c.never_tried:
+            notes.append("not tried: " + ", ".join(c.never_tried))
+        out.extend(Padding(Text(note, style="dim"), (0, 0, 0, 2)) for note in notes)
         out.append("")
     return out

@@ -250,12 +250,17 @@ class CellFindings(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
+        from rich.markup import escape
+
         from engine.findings import findings
 
         model, gpu, n = self.cell
         cur = self.app.store.cursor()
         try:
             cells = findings(cur, self.app.presets, model=model, gpu=gpu, num_gpus=n)
+        except Exception as e:  # noqa: BLE001 - a database error or a bug: say it, keep the app
+            self.app.call_from_thread(self.query_one("#findings-body", Static).update, f"[red]{escape(str(e))}[/]")
+            return
         finally:
             cur.close()
         self.app.call_from_thread(self._show, cells)
