@@ -23,6 +23,7 @@ import traceback
 from typing import Any, Callable
 
 from engine.events import MARKER, TrialSpec
+from engine.space import Methods
 
 # How much slower than the best step a trial's lower bound must be before its timing stops early.
 EARLY_STOP_MARGIN = 0.03
@@ -86,7 +87,7 @@ def agree(ok: bool) -> bool:
 
     if not (dist.is_initialized() and dist.get_world_size() > 1):
         return ok
-    flag = torch.tensor([1 if ok else 0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    flag = torch.tensor([1 if ok else 0], device="cuda" if "nccl" in dist.get_backend() else "cpu")
     dist.all_reduce(flag, op=dist.ReduceOp.MIN)
     return bool(flag.item())
 
@@ -445,6 +446,15 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def process_group_backend(device: str, m: Methods) -> str:
+    """NCCL between GPUs, gloo on the CPU. FSDP's CPU offload keeps each gradient shard on the CPU, and
+    clipping all-reduces their norm there: NCCL has no CPU backend ('No backend type associated with
+    device type cpu', pytorch#148532), so those trials get gloo for CPU tensors beside NCCL."""
+    if device != "cuda":
+        return "gloo"
+    return "cpu:gloo,cuda:nccl" if m.fsdp and m.offloading else "nccl"
+
+
 def main(argv: list[str] | None = None) -> int:
     from engine.environment import die_with_parent
 
@@ -459,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     if "RANK" in os.environ and not dist.is_initialized():
-        backend = "nccl" if spec.device == "cuda" else "gloo"
+        backend = process_group_backend(spec.device, spec.methods)
         if spec.device == "cuda":
             import torch
 

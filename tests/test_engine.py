@@ -321,6 +321,18 @@ def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
         _sweep(_request(tmp_path, only=("zero9",)))
 
 
+def test_fsdp_offload_gets_a_cpu_backend_beside_nccl():
+    # Clipping FSDP-offloaded gradients all-reduces a CPU tensor; NCCL alone fails every such trial on
+    # 2 GPUs with 'No backend type associated with device type cpu' (seen on 2 x H200).
+    from engine.trial import process_group_backend
+
+    assert process_group_backend("cuda", space.Methods(sharding="fsdp2", offloading=True)) == "cpu:gloo,cuda:nccl"
+    assert process_group_backend("cuda", space.Methods(True, True, "fsdp3", True)) == "cpu:gloo,cuda:nccl"
+    for m in (space.Methods(sharding="fsdp3"), space.Methods(sharding="zero3", offloading=True), space.Methods()):
+        assert process_group_backend("cuda", m) == "nccl"
+    assert process_group_backend("cpu", space.Methods(sharding="fsdp2", offloading=True)) == "gloo"
+
+
 def test_the_bench_command_runs_headless(tmp_path):
     import subprocess
     import sys
