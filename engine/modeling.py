@@ -33,7 +33,7 @@ _MASK_OVERRIDE: dict[str, Any] = {}
 MASKS_SEEN: set[str] = set()
 
 
-def sdpa_without_dense_masks() -> bool:
+def sdpa_without_dense_masks(unpacked: bool = False) -> bool:
     """Let SDPA's fused kernels run under torch.compile: a mask without padding is no mask tensor.
 
     transformers builds a dense (batch, 1, q, kv) boolean mask for SDPA whenever torch.compile traces the
@@ -43,11 +43,28 @@ def sdpa_without_dense_masks() -> bool:
     the mask says nothing a flag cannot: a causal one becomes SDPA's `is_causal` (equal query and key
     lengths), a bidirectional one (RoBERTa) none at all, as eager transformers (and torch >= 2.14) do.
     Every other case (padding, sliding windows, packed sequences, cache offsets, added mask functions) is
-    left to transformers. That includes a causal model run without a cache (use_cache=False, which
-    gradient checkpointing sets): transformers then cannot rule out packed sequences while tracing and
-    builds the dense mask anyway. MASKS_SEEN says what SDPA got; trials record it. Returns whether the
-    override is in place (False where this transformers has no mask interface).
+    left to transformers. A causal model run without a cache (use_cache=False, which gradient
+    checkpointing sets) is a case of its own: transformers then looks for packed sequences in the position
+    ids, and while tracing it cannot rule them out, so it builds the dense mask. With `unpacked` (each row
+    of a batch is one sequence, as in every trial) that search is off, and checkpointed passes get the flag
+    too; data that packs several documents into a row must leave it off. MASKS_SEEN says what SDPA got;
+    trials record it. Returns whether the override is in place (False where this transformers has no mask
+    interface).
     """
+    on = _install_mask_override()
+    if on and unpacked and not _MASK_OVERRIDE.get("unpacked"):
+        from transformers import masking_utils as mu
+
+        if hasattr(mu, "find_packed_sequence_indices"):
+            def one_sequence_per_row(position_ids: torch.Tensor) -> None:
+                return None  # what transformers returns for unpacked rows when it can check
+
+            mu.find_packed_sequence_indices = one_sequence_per_row
+        _MASK_OVERRIDE["unpacked"] = True
+    return on
+
+
+def _install_mask_override() -> bool:
     if "on" in _MASK_OVERRIDE:
         return _MASK_OVERRIDE["on"]
     try:
@@ -99,7 +116,7 @@ def build_model(model: Model, attn: str, device: str) -> torch.nn.Module:
     cls = getattr(transformers, model.hf_class)
     kwargs: dict[str, Any] = {"dtype": torch.float32}
     if attn == "sdpa":
-        sdpa_without_dense_masks()
+        sdpa_without_dense_masks(unpacked=True)  # make_batch: one sequence per row
     if attn != "none":
         kwargs["attn_implementation"] = attn
     with torch.device(device):
