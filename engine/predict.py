@@ -81,7 +81,7 @@ ADAM_UPDATE_BYTES = 32
 GROUPS = ("naive", "compiled", "uncompiled", "compiled-mask")
 GROUP_WORDS = {"naive": "naive (eager attention, no compile)", "compiled": "free-lunch, compiled",
                "uncompiled": "free-lunch without compile (ZeRO / non-compilable models)",
-               "compiled-mask": "free-lunch, compiled, dense causal mask (engine before 2026-11-23)"}
+               "compiled-mask": "free-lunch, compiled, dense causal mask (engine before its 2026-11-23 fixes)"}
 
 
 class PredictError(PlannerError):
@@ -95,35 +95,38 @@ arch_of = memory.arch_of  # fits, bands and calibrations are per architecture: '
 
 
 def group_of(model: Model, methods: Methods, dense_causal_mask: bool = False) -> str:
-    """The kernel group: naive; compiled; uncompiled. `dense_causal_mask` names the engine before its
-    causal-attention fix: compiled causal LMs then got a dense (batch, 1, s, s) mask, so SDPA ran cuDNN over
-    every block instead of flash's causal half ("compiled-mask"; see dense_causal_mask_of)."""
+    """The kernel group: naive; compiled; uncompiled. `dense_causal_mask` names passes that ran with a
+    dense causal mask: compiled causal LMs got a dense (batch, 1, s, s) mask from transformers before the
+    engine's fixes, so SDPA ran cuDNN over every block instead of flash's causal half ("compiled-mask";
+    see dense_causal_mask_of). Predictions are for today's engine: "compiled"."""
     if not methods.free_lunch:
         return "naive"
     if not space.uses_compile(methods, model.compile):
         return "uncompiled"
-    return "compiled-mask" if dense_causal_mask and masked_by_old_engine(model, methods) else "compiled"
+    return "compiled-mask" if dense_causal_mask and could_get_dense_causal_mask(model, methods) else "compiled"
 
 
-def masked_by_old_engine(model: Model, methods: Methods) -> bool:
-    """Whether the engine before the fix gave this setting a dense causal mask where today's does not:
-    compiled causal LMs without checkpointing (with checkpointing, which runs without a cache,
-    transformers builds the dense mask before and after the fix: the same passes)."""
-    return (model.objective == "causal-lm" and not methods.activation_checkpointing
-            and space.uses_compile(methods, model.compile) and model.attention == "sdpa")
+def could_get_dense_causal_mask(model: Model, methods: Methods) -> bool:
+    """Compiled SDPA in a causal LM: where transformers built a dense causal mask before the engine's fixes
+    (without checkpointing until 2026-11-23 04:00 UTC; with it, which runs without a cache and so looks for
+    packed sequences, until 2026-11-23 09:30 UTC)."""
+    return (model.objective == "causal-lm" and space.uses_compile(methods, model.compile)
+            and model.attention == "sdpa")
 
 
 def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods) -> bool:
-    """A measured row ran with the dense causal mask when its setting was affected and its provenance
-    lacks the "causal_mask" key the fixed engine records."""
-    if row.get("source") != "measured" or not masked_by_old_engine(model, methods):
+    """Whether a measured row ran with the dense causal mask: its provenance says what SDPA got
+    ("causal_mask", recorded since the first fix); a row from before records nothing and had one."""
+    if row.get("source") != "measured" or not could_get_dense_causal_mask(model, methods):
         return False
     text = row.get("provenance")
     try:
         prov = json.loads(text) if isinstance(text, str) else (text or {})
     except ValueError:
         prov = {}
-    return not (isinstance(prov, dict) and "causal_mask" in prov)
+    if isinstance(prov, dict) and "causal_mask" in prov:
+        return prov["causal_mask"] != "is_causal flag"
+    return True
 
 
 def compute_peak_flops(gpu: Gpu, model: Model, methods: Methods) -> float | None:

@@ -268,6 +268,11 @@ def test_rows_measured_with_the_dense_causal_mask_form_their_own_group(presets):
     assert b.group == "compiled-mask"
     naive = next(r for r in rows if r["model"] == "pythia-1b" and not r["free_lunch"])
     assert predict.basis_row(naive, presets).group == "naive"  # eager attention: never masked
+    # Checkpointed passes: what the row records decides (a dense mask until the second fix), else old engine.
+    ckpt = dict(old, activation_checkpointing=True)
+    for recorded, group in (("dense mask", "compiled-mask"), ("is_causal flag", "compiled"), (None, "compiled-mask")):
+        prov = {"max_micro_batch_searched": old["micro_batch"]} | ({"causal_mask": recorded} if recorded else {})
+        assert predict.basis_row(dict(ckpt, provenance=json.dumps(prov)), presets).group == group, recorded
     p = predict.Predictor(rows, presets)
     # Today's engine is predicted from today's rows: the old, slower row neither enters the fit nor its residual.
     today = p.predict("pythia-1b", "h200", 2, space.FREE_LUNCH)
