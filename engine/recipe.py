@@ -191,7 +191,8 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                      "transformers builds one under torch.compile before torch 2.14): call "
                      "engine.modeling.sdpa_without_dense_masks() before building the model, as launch.sh says, "
                      "or the passes are slower. It applies as in the benchmark: batches without an attention_mask "
-                     "(no padding) and, for a causal model, its cache left on (no gradient checkpointing)")
+                     "(no padding); with gradient checkpointing (no cache), unpacked=True says each row is one "
+                     "sequence: leave it out if your data packs several documents into a row")
     if row["sharding"] and row["sharding"].startswith("zero"):
         args["deepspeed"] = DEEPSPEED
     elif row["sharding"] and row["sharding"].startswith("fsdp"):
@@ -319,9 +320,10 @@ def _launch(plan: dict, model: Model) -> str:
     model_line = (f"#   model = {model.hf_class}._from_config(config, attn_implementation=\"{attn}\")"
                   if attn and attn != "none" else f"#   model = {model.hf_class}._from_config(config)")
     if plan.get("compile") and without_dense_masks(plan.get("provenance") or {}):
-        model_line = ("#   from engine.modeling import sdpa_without_dense_masks\n"
-                      "#   sdpa_without_dense_masks()  # compiled attention without a dense mask, as measured\n"
-                      + model_line)
+        call = ("sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing), as measured"
+                if plan.get("activation_checkpointing") else
+                "sdpa_without_dense_masks()  # compiled attention without a dense mask, as measured")
+        model_line = "#   from engine.modeling import sdpa_without_dense_masks\n#   " + call + "\n" + model_line
     conf = (plan.get("provenance") or {}).get("alloc_conf")
     # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.
     alloc = f'export PYTORCH_CUDA_ALLOC_CONF="${{PYTORCH_CUDA_ALLOC_CONF:-{conf}}}"\n' if conf else ""

@@ -199,6 +199,9 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
     assert "sdpa_without_dense_masks()" in r.launch and any("is_causal" in n for n in r.notes)
     older = {**r.plan, "provenance": {k: v for k, v in r.plan["provenance"].items() if k != "causal_mask"}}
     assert "sdpa_without_dense_masks" not in recipe._launch(older, presets.model("pythia-1b"))
+    # Checkpointed (no cache): the measurement assumed one sequence per row, and the line says so.
+    ckpt = recipe._launch({**r.plan, "activation_checkpointing": True}, presets.model("pythia-1b"))
+    assert "sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing)" in ckpt
     notes: list[str] = []
     recipe.for_device(a, None, "cpu", notes)
     assert not a["tf32"] and a["optim"] == "adamw_torch" and len(notes) == 2
