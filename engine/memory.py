@@ -551,7 +551,8 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
     """What skipping would have saved on measured sweeps: replay each cell's trials in the order they
     ran, kappa calibrated on the other cells only (so a cell never calibrates its own skips). as_ran
     takes each dominated trial's floor from what its sweep recorded; otherwise floors come from today's
-    dominance rule (space.is_subset). A skip of a trial that produced a result is 'wrong'."""
+    dominance rule (space.is_subset). A skip is 'wrong' when the trial's result denies it: it fitted
+    where the model said nothing would, or it beat the combination that was to dominate it."""
     from engine import space
 
     rows = [dict(r) for r in rows if r.get("source") == "measured" and r.get("gpu") in presets.gpus]
@@ -568,20 +569,21 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
         others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
         cal = kappa_for(model, calibrate(others, presets))
         gpu = presets.gpu(cell[1])
-        fits: dict[Methods, int] = {}
+        fits: dict[Methods, tuple[int, float]] = {}  # measured: micro-batch, days
         for r in sorted(trials, key=lambda r: r.get("created_at") or 0):
             total += r.get("duration_s") or 0.0
             m = methods_of(r)
-            floor, by = None, ""
-            for other, mb in fits.items():
+            floor, by, by_days = None, "", None
+            for other, (mb, days) in fits.items():
                 if other != m and space.is_subset(other, m) and (floor is None or mb > floor):
-                    floor, by = mb, other.label
+                    floor, by, by_days = mb, other.label, days
             recorded = _recorded_floor(r) if as_ran else None
             if recorded:
                 floor, by = recorded
-            found = skip_reason(model, gpu, m, cell[2], cal, floor, by, model.training.batch_size // cell[2])
+            cap = model.training.batch_size // cell[2]
+            found = skip_reason(model, gpu, m, cell[2], cal, floor, by, cap)
             if r.get("feasible") and r.get("days") and r.get("micro_batch"):
-                fits[m] = r["micro_batch"]
+                fits[m] = (r["micro_batch"], r["days"])
             if found is None:
                 continue
             item = {"model": cell[0], "gpu": cell[1], "num_gpus": cell[2], "label": m.label,
@@ -589,7 +591,9 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
                     "reason": found[0]}
             skipped.append(item)
             if r.get("feasible") and r.get("days"):
-                wrong.append(item)
+                said_no_fit = skip_reason(model, gpu, m, cell[2], cal, None, "", cap) is not None
+                if said_no_fit or by_days is None or r["days"] < by_days:
+                    wrong.append(item)
     saved = sum(s["duration_s"] for s in skipped)
     return {"trials": sum(len(t) for t in cells.values()), "search_s": total, "skipped": skipped,
             "saved_s": saved, "wrong": wrong}

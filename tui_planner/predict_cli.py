@@ -280,7 +280,7 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
         console.print(f"sweep memory skip, replayed on the measured sweeps with the dominance they ran with: "
                       f"{len(sk['skipped'])} of {sk['trials']} trials skipped, {sk['saved_s'] / 60:.1f} of "
                       f"{sk['search_s'] / 60:.1f} min of search saved ({share:.0%}), {len(sk['wrong'])} of them "
-                      f"with a result; with today's dominance rule: {len(today['skipped'])} trials, "
+                      f"wrong (timed, and fitted or beat what was to dominate it); with today's dominance rule: {len(today['skipped'])} trials, "
                       f"{today['saved_s'] / 60:.1f} min", highlight=False)
     for x in report["cross"]:
         if x["median_abs"] is None:
