@@ -327,6 +327,10 @@ def _launch(plan: dict, model: Model) -> str:
     conf = (plan.get("provenance") or {}).get("alloc_conf")
     # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.
     alloc = f'export PYTORCH_CUDA_ALLOC_CONF="${{PYTORCH_CUDA_ALLOC_CONF:-{conf}}}"\n' if conf else ""
+    if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading") and plan.get("world_size", 1) > 1:
+        # Clipping offloaded gradients all-reduces their norm on the CPU: accelerate adds gloo beside NCCL
+        # only when these say FSDP offload, and transformers sets them too late (after the process group).
+        alloc += "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true  # gloo beside NCCL for CPU tensors\n"
     return f"""#!/usr/bin/env bash
 # {model.name} on {cell}: {plan['methods']}, micro-batch \
 {plan['micro_batch']} x {plan['grad_accum']} accumulation

@@ -23,6 +23,22 @@ from typing import Any
 from engine.trial import Timer, _versions, emit, finish_rank, is_oom
 
 
+def _init_process_group(device: str, spec: dict[str, Any]) -> None:
+    """Start the process group as the benchmark's trial did (engine.trial.process_group_backend): FSDP with
+    CPU offload needs gloo beside NCCL, and accelerate, left to itself, starts NCCL alone."""
+    import torch.distributed as dist
+
+    from engine.space import Methods
+    from engine.trial import process_group_backend
+
+    if device != "cuda" or "RANK" not in os.environ or int(os.environ.get("WORLD_SIZE", "1")) < 2 \
+            or dist.is_initialized():
+        return  # one process, the CPU, or started already: accelerate's own choice
+    args = spec["training_args"]
+    if args.get("fsdp") and (args.get("fsdp_config") or {}).get("cpu_offload"):
+        dist.init_process_group(process_group_backend(device, Methods(sharding="fsdp2", offloading=True)))
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -35,6 +51,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         if not torch.cuda.is_available():
             raise RuntimeError("--device cuda, but torch sees no CUDA GPU here")
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    _init_process_group(device, spec)
     model = recipe.model_from_plan(spec)
     kwargs = dict(spec["training_args"])
     if spec["deepspeed"] is not None:

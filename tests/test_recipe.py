@@ -202,6 +202,11 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
     # Checkpointed (no cache): the measurement assumed one sequence per row, and the line says so.
     ckpt = recipe._launch({**r.plan, "activation_checkpointing": True}, presets.model("pythia-1b"))
     assert "sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing)" in ckpt
+    # FSDP offload on several GPUs: accelerate needs telling, before transformers starts the process group.
+    fsdp = {**r.plan, "sharding": "fsdp3", "offloading": True, "world_size": 2}
+    assert "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true" in recipe._launch(fsdp, presets.model("pythia-1b"))
+    for other in ({**fsdp, "world_size": 1}, {**fsdp, "offloading": False}, {**fsdp, "sharding": "zero3"}):
+        assert "ACCELERATE_USE_FSDP" not in recipe._launch(other, presets.model("pythia-1b"))
     notes: list[str] = []
     recipe.for_device(a, None, "cpu", notes)
     assert not a["tf32"] and a["optim"] == "adamw_torch" and len(notes) == 2
