@@ -552,7 +552,8 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
     ran, kappa calibrated on the other cells only (so a cell never calibrates its own skips). as_ran
     takes each dominated trial's floor from what its sweep recorded; otherwise floors come from today's
     dominance rule (space.is_subset). A skip is 'wrong' when the trial's result denies it: it fitted
-    where the model said nothing would, or it beat the combination that was to dominate it."""
+    where the model said nothing would (at all, or above the floor), or it beat the combination that was
+    to dominate it."""
     from engine import space
 
     rows = [dict(r) for r in rows if r.get("source") == "measured" and r.get("gpu") in presets.gpus]
@@ -580,6 +581,7 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
             recorded = _recorded_floor(r) if as_ran else None
             if recorded:
                 floor, by = recorded
+                by_days = next((d for other, (_, d) in fits.items() if other.label == by), None)
             cap = model.training.batch_size // cell[2]
             found = skip_reason(model, gpu, m, cell[2], cal, floor, by, cap)
             if r.get("feasible") and r.get("days") and r.get("micro_batch"):
@@ -592,7 +594,9 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
             skipped.append(item)
             if r.get("feasible") and r.get("days"):
                 said_no_fit = skip_reason(model, gpu, m, cell[2], cal, None, "", cap) is not None
-                if said_no_fit or by_days is None or r["days"] < by_days:
+                # A dominance skip claims nothing above the floor fits: a measured micro-batch above it denies that.
+                fitted_above = floor is not None and (r.get("micro_batch") or 0) > floor
+                if said_no_fit or fitted_above or by_days is None or r["days"] < by_days:
                     wrong.append(item)
     saved = sum(s["duration_s"] for s in skipped)
     return {"trials": sum(len(t) for t in cells.values()), "search_s": total, "skipped": skipped,

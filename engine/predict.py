@@ -116,7 +116,8 @@ def could_get_dense_causal_mask(model: Model, methods: Methods) -> bool:
 
 def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods) -> bool:
     """Whether a measured row ran with the dense causal mask: its provenance says what SDPA got
-    ("causal_mask", recorded since the first fix); a row from before records nothing and had one."""
+    ("causal_mask", recorded since the first fix); a row that records nothing had one if it ran SDPA (or
+    is too old to say which kernel ran)."""
     if row.get("source") != "measured" or not could_get_dense_causal_mask(model, methods):
         return False
     text = row.get("provenance")
@@ -126,7 +127,8 @@ def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods)
         prov = {}
     if isinstance(prov, dict) and "causal_mask" in prov:
         return prov["causal_mask"] != "is_causal flag"
-    return True
+    kernel = row.get("kernel")
+    return kernel is None or str(kernel).startswith("sdpa")  # flash-attn's own kernel never had the mask
 
 
 def compute_peak_flops(gpu: Gpu, model: Model, methods: Methods) -> float | None:

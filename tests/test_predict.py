@@ -273,6 +273,8 @@ def test_rows_measured_with_the_dense_causal_mask_form_their_own_group(presets):
     for recorded, group in (("dense mask", "compiled-mask"), ("is_causal flag", "compiled"), (None, "compiled-mask")):
         prov = {"max_micro_batch_searched": old["micro_batch"]} | ({"causal_mask": recorded} if recorded else {})
         assert predict.basis_row(dict(ckpt, provenance=json.dumps(prov)), presets).group == group, recorded
+    flash = dict(ckpt, provenance=json.dumps({"max_micro_batch_searched": old["micro_batch"]}), kernel="flash_attention_2")
+    assert predict.basis_row(flash, presets).group == "compiled"  # flash-attn's kernel: no mask to record
     p = predict.Predictor(rows, presets)
     # Today's engine is predicted from today's rows: the old, slower row neither enters the fit nor its residual.
     today = p.predict("pythia-1b", "h200", 2, space.FREE_LUNCH)
@@ -432,6 +434,11 @@ def test_replaying_the_measured_sweeps_never_skips_a_result(presets):
               and x["num_gpus"] == first["num_gpus"] and memory.methods_of(x).label == first["label"] else x
               for x in rows]
     assert [w["label"] for w in memory.replay_skips(faster, presets)["wrong"]] == [first["label"]]
+    # ... and so would one that fitted above the floor the skip stood on, slower or not.
+    bigger = [dict(x, micro_batch=x["micro_batch"] * 4) if x["model"] == first["model"] and x["gpu"] == first["gpu"]
+              and x["num_gpus"] == first["num_gpus"] and memory.methods_of(x).label == first["label"] else x
+              for x in rows]
+    assert [w["label"] for w in memory.replay_skips(bigger, presets)["wrong"]] == [first["label"]]
 
     # A trial its sweep called dominated at a floor no memory can reach is skipped, and its time saved.
     ckpt = next(x for x in rows if x["model"] == "pythia-160m" and x["activation_checkpointing"]
