@@ -29,7 +29,7 @@ from engine.store import Store
 _ROWS_SQL = """
 SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 5) AS label, days, mfu, micro_batch,
        grad_accum, failure_kind, failure_message, free_lunch, activation_checkpointing, sharding, offloading,
-       created_at
+       created_at, coalesce(json_extract_string(provenance, '$.causal_mask') = 'dense mask', false) AS dense_mask
 FROM trials
 WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind = 'memory'))
   AND len(string_split(key, '|')) = 6 {where}
@@ -60,6 +60,7 @@ class Entry:
     grad_accum: int | None = None
     failure_kind: str | None = None
     failure_message: str | None = None
+    dense_mask: bool = False  # compiled causal attention got a dense mask (engine before its fixes): slow
 
     @property
     def measured(self) -> bool:
@@ -171,6 +172,11 @@ class CellFindings:
         return self.timed[-1] if self.timed else None
 
     @property
+    def dense_mask(self) -> list[Entry]:
+        """Timed with a dense causal mask: today's engine runs these faster, so their ranks may move."""
+        return [e for e in self.timed if e.dense_mask]
+
+    @property
     def space_size(self) -> int:
         return len(self.entries) + len(self.never_tried)
 
@@ -193,7 +199,8 @@ class CellFindings:
         def entry(e: Entry | None) -> dict[str, Any] | None:
             return None if e is None else {
                 "label": e.label, "days": e.days, "mfu": e.mfu, "micro_batch": e.micro_batch,
-                "grad_accum": e.grad_accum, "failure_kind": e.failure_kind, "failure_message": e.failure_message}
+                "grad_accum": e.grad_accum, "failure_kind": e.failure_kind, "failure_message": e.failure_message,
+                "dense_mask": e.dense_mask}
 
         p = self.paper
         return {
@@ -241,7 +248,7 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
     for (m, g, n, nodes), members in cells.items():
         entries = [Entry(r["label"], r["days"], r["mfu"], r["micro_batch"], r["grad_accum"],
                          None if r["days"] is not None else (r["failure_kind"] or "infeasible"),
-                         r["failure_message"]) for r in members]
+                         r["failure_message"], bool(r["dense_mask"]) and r["days"] is not None) for r in members]
         naive = next((e for e in entries if e.label == "naive"), None)
         searched = sorted((e for e in entries if e.label != "naive"),
                           key=lambda e: (e.days is None, e.days or 0.0, e.label))

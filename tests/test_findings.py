@@ -34,7 +34,7 @@ def path(tmp_path):
             _m("free-lunch", 20.0),
             _m("zero1", 16.0),                       # the winner: 20% less time than free-lunch
             _m("zero2", 18.0),
-            _m("ckpt", 30.0),
+            _m("ckpt", 30.0, provenance=json.dumps({"causal_mask": "dense mask"})),  # before the fix
             _m("ckpt+zero3+offload", 50.0),          # the worst
             _m("zero3+offload", None, minute=1, failure="oom"),
             _m("fsdp3", 25.0, minute=1),             # measured first ...
@@ -67,6 +67,7 @@ def test_winner_median_worst_and_time_saved(path):
     assert c.median_days == pytest.approx((20 + 25) / 2)
     assert c.worst.label == "ckpt+zero3+offload"
     assert c.naive.days == 60.0
+    assert [e.label for e in c.dense_mask] == ["ckpt"]
     assert {e.label: e.failure_kind for e in c.not_timed} == {
         "zero3+offload": "oom", "fsdp2": "timeout", "fsdp3+offload": "memory"}
     assert c.space_size == 22 and len(c.never_tried) == 22 - 9 and "ckpt+zero1" in c.never_tried
@@ -125,6 +126,10 @@ def test_summary_command(path, capsys):
     assert "agrees with the paper's pick on h100" in out
     assert "zero3+offload (oom)" in out and "fsdp2 (timeout)" in out and "fsdp3+offload (memory)" in out
     assert "not tried:" in out and max(len(line) for line in out.splitlines()) <= 80
+    assert "1 timed with a dense causal mask" in out  # (ckpt is 5th of 6: not a row of its own)
+    assert main(["results", "--db", str(path), "--gpu", "h200"]) == 0  # the plain table marks it too
+    out = capsys.readouterr().out
+    assert "30.0†" in out and "16.0†" not in out and "dense causal mask" in out
     assert main(["results", "--db", str(path), "--summary", "--format", "json"]) == 0
     cells = {(c["gpu"], c["num_gpus"]): c for c in json.loads(capsys.readouterr().out)}
     assert set(cells) == {("h200", 2), ("h100", 1)}

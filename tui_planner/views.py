@@ -76,12 +76,15 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
         if flag in FLAG_STYLE:
             mfu = f"[{FLAG_STYLE[flag]}]{mfu}[/]"
         if r.get("days") is not None:
-            days = fmt.days(r["days"])
+            days = fmt.days(r["days"]) + ("[yellow]†[/]" if fmt.dense_mask(r) else "")
         else:
             days = f"[dim]{r.get('failure_kind') or 'infeasible'}[/dim]"
         mb = f"{r['micro_batch']} x {r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
         t.add_row(r["model"], r["gpu"], str(r["num_gpus"]), days, mfu, fmt.methods(r), mb, r["source"])
     console.print(t)
+    if any(fmt.dense_mask(r) for r in rows if r.get("days") is not None):
+        console.print("[yellow]†[/] timed with a dense causal mask (engine before its 2026-11-23 fix): today's "
+                      "engine is faster there.")
     if any(r.get("plausibility") in FLAG_STYLE for r in rows):
         console.print("[yellow]![/] implausible: above 60% of dense 16-bit peak.  "
                       "[bold red]!![/] impossible: above 100%. The paper's timer did not synchronize the GPU.")
@@ -124,6 +127,8 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
                 return
             mb = f"{e.micro_batch} x {e.grad_accum}" if e.micro_batch and e.grad_accum else "—"
             days = fmt.days(e.days) if e.days is not None else f"[dim]{e.failure_kind}[/dim]"
+            if e.dense_mask:
+                days = f"[yellow]{days}†[/]"
             t.add_row(role, e.label, mb, days, fmt.mfu(e.mfu), _vs(e.days, fl))
 
         timed = c.timed
@@ -163,6 +168,9 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             notes.append(f"the winner {agree} the paper's pick on {p.gpu} ({p.label}, Appendix J)")
         elif p is not None:
             notes.append(f"the paper's pick on {p.gpu} ({p.label}) was not measured here")
+        if c.dense_mask:
+            notes.append(f"† {len(c.dense_mask)} timed with a dense causal mask (engine before its 2026-11-23 "
+                         f"fix): today's engine runs them faster; measure again to rank them")
         if c.not_timed:
             notes.append("not timed: " + ", ".join(f"{e.label} ({e.failure_kind})" for e in c.not_timed))
         if c.never_tried:

@@ -27,7 +27,8 @@ HELP_INTRO = (
     "[b]tui-planner[/b]: how long pre-training takes on which GPUs, with which settings, and what to buy. "
     "Numbers come from the current database: [b]measured[/b] (synchronized timings), the [b]paper[/b]'s "
     "tables (T1, T4; MFU marked [b]![/b] above 60% of peak, [b]!![/b] above 100%: its timer did not "
-    "synchronize), or [b]predicted[/b]. [b]ctrl+p[/b] opens the command palette: every action, by name.\n"
+    "synchronize), or [b]predicted[/b]. A [b]†[/b] marks a time measured with a dense causal mask (the engine "
+    "before its 2026-11-23 fix: today's is faster). [b]ctrl+p[/b] opens the command palette: every action, by name.\n"
 )
 
 
@@ -129,6 +130,9 @@ def detail_text(row: dict[str, Any]) -> str:
              f"MFU [b]{fmt.mfu(row.get('mfu'), flag)}[/b]"
              + (f"  [red]{flag}: above {'100' if flag == 'impossible' else '60'}% of the GPU's dense 16-bit peak[/]"
                 if flag in fmt.FLAG_MARK else ""), ""]
+    if fmt.dense_mask(row) and row.get("days") is not None:
+        lines[-1:-1] = ["[yellow]† compiled causal attention got a dense mask here (engine before its 2026-11-23 "
+                        "fix): today's engine is faster[/]"]
     for key, name in DETAIL_FIELDS:
         value = row.get(key)
         if value is None or key in ("model", "gpu"):

@@ -113,7 +113,7 @@ class ResultsScreen(Screen):
         t.clear()
         for r in self.rows:
             ok = r["feasible"] and r["days"] is not None
-            outcome = fmt.days(r["days"]) if ok else (r["failure_kind"] or "infeasible")
+            outcome = fmt.days(r["days"]) + ("†" if fmt.dense_mask(r) else "") if ok else (r["failure_kind"] or "infeasible")
             mb = f"{r['micro_batch']}x{r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
             cells = [r["model"], r["gpu"], str(r["num_gpus"] * (r.get("num_nodes") or 1)), fmt.methods(r), mb,
                      outcome, fmt.mfu(r["mfu"], r["plausibility"]), SOURCE_SHORT.get(r["source"], r["source"] or "")]
