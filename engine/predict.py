@@ -337,12 +337,14 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
 
 
 def distinct(basis: Iterable[BasisRow]) -> list[BasisRow]:
-    """One row per configuration (source, cell, setting): a configuration measured several times (on other
-    days, or a search repeated) enters as its median-days measurement (the lower of the middle two), so no
-    configuration weighs more in a fit or a calibration because it was measured more often."""
+    """One row per configuration (source, cell, setting, kernel group): a configuration measured several
+    times (on other days, or a search repeated) enters as its median-days measurement (the lower of the
+    middle two), so no configuration weighs more in a fit or a calibration because it was measured more
+    often. A setting measured again after an engine fix (a dense causal mask, then none) is two: each
+    stays in its own group rather than averaging the old engine with the new."""
     groups: dict[tuple, list[BasisRow]] = {}
     for b in basis:
-        groups.setdefault((b.source, b.cell, b.methods), []).append(b)
+        groups.setdefault((b.source, b.cell, b.methods, b.group), []).append(b)
     out = []
     for rows in groups.values():
         rows = sorted(rows, key=lambda b: b.days)
@@ -850,13 +852,13 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
         targets.append((r, b))
     by_config: dict[tuple, list[tuple[dict, BasisRow]]] = {}
     for r, b in targets:
-        by_config.setdefault((b.cell, b.methods), []).append((r, b))
+        by_config.setdefault((b.cell, b.methods, b.group), []).append((r, b))  # an engine fix: two
     cells = sorted({b.cell for _, b in targets})
     checks = []
     for cell in cells:
         others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
         predictor = Predictor(others, presets)  # as in use: paper rows only for an unmeasured architecture
-        for (c, methods), same in by_config.items():
+        for (c, methods, _), same in by_config.items():
             if c != cell:
                 continue
             same = sorted(same, key=lambda x: x[1].days)

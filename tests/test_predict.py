@@ -191,6 +191,16 @@ def test_a_configuration_measured_twice_counts_once_at_its_median(presets):
     assert len(basis) == 8
     b = next(b for b in basis if b.model == "pythia-1b" and b.methods == space.FREE_LUNCH)
     assert b.days == pytest.approx(one.actual_days)
+    # Measured again after an engine fix (the old row ran with a dense causal mask): two configurations,
+    # each in its own kernel group, never one median of both engines.
+    fl = next(r for r in rows if r["model"] == "pythia-1b" and r["free_lunch"])
+    masked = dict(fl, trial_id="masked", days=fl["days"] * 1.4, pass_s=fl["pass_s"] * 1.4,
+                  provenance=json.dumps({"causal_mask": "dense mask"}))
+    both = predict.distinct(b for b in (predict.basis_row(r, presets) for r in rows + [masked]) if b)
+    assert len(both) == len(rows) + 1 and {b.group for b in both if b.model == "pythia-1b" and b.methods == space.FREE_LUNCH} \
+        == {"compiled", "compiled-mask"}
+    v = predict.leave_one_out(rows + [masked], presets, "measured")
+    assert sum(1 for c in v.checks if c.model == "pythia-1b" and c.label == "free-lunch") == 2
 
 
 def _offload_row(presets, model_id, methods, update_per_param, exposed, micro_batch=16, latency=0.0):
