@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.presets import Presets
-from engine.space import Methods, combinations
+from engine.space import by_label, combinations
 from engine.store import Store
 
 # One row per measured (cell, combination): the latest final outcome (a time, or a verdict that the
@@ -108,7 +108,7 @@ class PaperPick:
 
     def matches(self, label: str) -> bool:
         """Whether a combination's label is the paper's pick, reading an unread cell as either value."""
-        m = _methods(label)
+        m = by_label(label)
         if not self.readable or m is None or not m.free_lunch:
             return False
         return all(theirs is None or theirs == ours for theirs, ours in (
@@ -216,19 +216,6 @@ class CellFindings:
                 "readable": p.readable, "winner_agrees": self.winner_agrees,
                 "measured": entry(self.paper_pick_measured)},
         }
-
-
-def _methods(label: str) -> Methods | None:
-    if label == "naive":
-        return Methods(free_lunch=False)
-    if label == "free-lunch":
-        return Methods()
-    parts = label.split("+")
-    sharding = next((p for p in parts if p not in ("ckpt", "offload")), "none")
-    try:
-        return Methods(activation_checkpointing="ckpt" in parts, sharding=sharding, offloading="offload" in parts)
-    except ValueError:
-        return None
 
 
 def findings(store: Store, presets: Presets | None = None, model: str | None = None, gpu: str | None = None,

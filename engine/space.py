@@ -87,6 +87,11 @@ def combinations(num_gpus: int) -> list[Methods]:
     return out
 
 
+def by_label(label: str) -> Methods | None:
+    """The point of the search space a label names ('ckpt+zero3+offload'), or None: the inverse of .label."""
+    return next((m for m in [NAIVE] + combinations(2) if m.label == label), None)  # 2+ GPUs: every point
+
+
 def search_space(method_set: str, num_gpus: int) -> list[Methods]:
     """naive: the baseline alone; free-lunch: naive + free-lunch; all: naive + every combination."""
     if method_set not in METHOD_SETS:

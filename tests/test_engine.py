@@ -47,6 +47,8 @@ def test_the_papers_search_space_sizes():
     assert len({m.label for m in many}) == 22
     assert space.search_space("all", 1)[0] == space.NAIVE and len(space.search_space("all", 1)) == 13
     assert [m.label for m in space.search_space("free-lunch", 4)] == ["naive", "free-lunch"]
+    assert all(space.by_label(m.label) == m for n in (1, 2) for m in space.search_space("all", n))  # labels read back
+    assert space.by_label("zero9") is None and space.by_label("offload") is None
     assert not space.uses_compile(space.Methods(sharding="zero1", offloading=True), True)  # no compile with ZeRO
     assert not space.uses_compile(space.FREE_LUNCH, model_can_compile=False)  # e.g. Mamba
 
