@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 FLAG_MARK = {"implausible": "!", "impossible": "!!"}
 
 
@@ -51,4 +53,11 @@ def methods(row: dict) -> str:
 def dense_mask(row: dict) -> bool:
     """A measured time from compiled causal attention that got a dense mask (the engine before its
     2026-11-23 fixes, recorded in provenance): today's engine is faster there."""
-    return '"causal_mask": "dense mask"' in str(row.get("provenance") or "")
+    text = row.get("provenance")
+    if not text or "causal_mask" not in str(text):
+        return False
+    try:
+        prov = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return False
+    return isinstance(prov, dict) and prov.get("causal_mask") == "dense mask"
