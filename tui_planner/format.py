@@ -50,6 +50,11 @@ def methods(row: dict) -> str:
     return " ".join(parts)
 
 
+def change(fraction: float) -> str:
+    """A signed whole percentage, e.g. '+19%', '-6%'; a change that rounds to nothing reads '+0%', never '-0%'."""
+    return f"{round(fraction, 2) + 0.0:+.0%}"
+
+
 def dense_mask(row: dict) -> bool:
     """A measured time from compiled causal attention that got a dense mask (the engine before its
     2026-11-23 fixes, recorded in provenance): today's engine is faster there."""

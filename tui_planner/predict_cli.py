@@ -256,7 +256,7 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
     for col in ("held out", "setting", "measured", "predicted", "error", "mb m/p"):
         t.add_column(col, justify="left" if col in ("held out", "setting") else "right", no_wrap=True)
     for c in m["checks"]:
-        err = "—" if c["error"] is None else f"{round(c['error'], 2) + 0.0:+.0%}"  # never '-0%'
+        err = "—" if c["error"] is None else fmt.change(c["error"])
         pred = fmt.days(c["predicted_days"]) if c["predicted_days"] is not None else "—"  # why: listed below
         mb = f"{c['actual_micro_batch'] or '—'} / {c['predicted_micro_batch'] or '—'}"
         t.add_row(f"{c['model']} {c['num_gpus']}x{c['gpu']}", c["label"], fmt.days(c["actual_days"]), pred, err, mb)

@@ -93,8 +93,7 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
 def _vs(days: float | None, base: float | None) -> str:
     if days is None or not base:
         return "—"
-    change = round(days / base - 1, 2)
-    return f"{change + 0.0:+.0%}"  # + 0.0: never '-0%'
+    return fmt.change(days / base - 1)
 
 
 def print_findings(cells: Iterable[Any], console: Console | None = None) -> None:
