@@ -10,7 +10,8 @@ The time model is a roofline fitted to measurements (every term below says where
                   error) over the basis rows of the same architecture and kernel group (naive
                   eager; free-lunch compiled; free-lunch uncompiled, as ZeRO runs); x_c >= 1/0.6, so no
                   prediction claims more than 60% of the dense peak
-      residual  = measured / fitted pass of the same model in the same group on other hardware (1 if none)
+      residual  = measured / fitted pass of the same model in the same group on other hardware: its rows of
+                  the same setting, else of the same sharding, else all (1 if none)
       comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
                   per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
                   step goes into the update, as the engine times it
@@ -541,7 +542,8 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            gpu_s = b.timed_micro_batch * self._residual(f, b.model, b.group) * f.per_sample(b.compute_s, b.memory_s)
+            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, b.model, b.group, b.methods))
+                     * f.per_sample(b.compute_s, b.memory_s))
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
             kind = _host_kind(b.methods)
@@ -563,10 +565,21 @@ class Predictor:
                                  f"copies in full, no latency (no measured ZeRO offload pass)")
 
     @staticmethod
-    def _residual(f: "Fit", model_id: str, group: str) -> float:
-        """Measured / fitted pass of this model's own rows in the fit (1 if it has none there)."""
-        same = [b for b in f.rows if b.model == model_id and b.group == group]
-        return statistics.median(b.per_sample_s / f.per_sample(b.compute_s, b.memory_s) for b in same) if same else 1.0
+    def _own_rows(f: "Fit", model_id: str, group: str, methods: Methods) -> list[BasisRow]:
+        """This model's rows in the fit that say most about `methods`: the same setting on other hardware;
+        else the same sharding; else all of them. A residual is about the model, and a sharded setting's
+        rows also carry what the time model leaves out of sharding (FSDP's re-gathers in a checkpointed
+        recompute), which would otherwise land on every other setting of the model."""
+        own = [b for b in f.rows if b.model == model_id and b.group == group]
+        for pick in (lambda b: b.methods == methods, lambda b: b.methods.sharding == methods.sharding):
+            if narrowed := [b for b in own if pick(b)]:
+                return narrowed
+        return own
+
+    @staticmethod
+    def _residual(f: "Fit", rows: Sequence[BasisRow]) -> float:
+        """Measured / fitted pass of these rows of the model (1 if it has none in the fit)."""
+        return statistics.median(b.per_sample_s / f.per_sample(b.compute_s, b.memory_s) for b in rows) if rows else 1.0
 
     # -- fits --
 
@@ -662,8 +675,8 @@ class Predictor:
         traffic = traffic_terms(model, methods)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
-        same = [b for b in f.rows if b.model == model.id and b.group == group]
-        residual = self._residual(f, model.id, group)
+        same = self._own_rows(f, model.id, group, methods)
+        residual = self._residual(f, same)
         compute_part = residual * mb * f.x_c * compute_s
         memory_part = residual * mb * f.x_m * memory_s
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)

@@ -203,6 +203,27 @@ def test_a_configuration_measured_twice_counts_once_at_its_median(presets):
     assert sum(1 for c in v.checks if c.model == "pythia-1b" and c.label == "free-lunch") == 2
 
 
+def test_a_models_residual_comes_from_its_rows_of_the_setting_predicted(presets):
+    rows = _synthetic(presets)
+    ckpt = Methods(activation_checkpointing=True)
+    rows.append(_measured("pythia-410m", ckpt, gpu="h200", n=2, presets=presets))
+    for sharding in ("fsdp2", "fsdp3"):  # 25% slower than the time model says: overhead it leaves out
+        r = _measured("pythia-410m", Methods(activation_checkpointing=True, sharding=sharding), gpu="h200", n=2,
+                      presets=presets)
+        comm = predict.comm_bytes(presets.model("pythia-410m"), memory.methods_of(r), 2)[0] / \
+            predict.link_bytes_per_s(presets.gpu("h200"), 2)
+        r["pass_s"] = 1.25 * r["pass_s"] + comm
+        rows.append(r)
+    p = predict.Predictor(rows, presets)
+    plain = p.predict("pythia-410m", "h100", 1, ckpt)
+    sharded = p.predict("pythia-410m", "h200", 4, Methods(activation_checkpointing=True, sharding="fsdp2"))
+    # Checkpointing alone is predicted from the model's checkpointed row, not pulled up by the two FSDP
+    # rows (the median of all its rows would be); an FSDP setting keeps the 25% that FSDP costs here.
+    assert sharded.terms["residual"] / plain.terms["residual"] == pytest.approx(1.25, rel=0.01)
+    assert plain.terms["residual"] < 1.0
+    assert "ckpt+fsdp" not in plain.basis.split("residual")[1]
+
+
 def _offload_row(presets, model_id, methods, update_per_param, exposed, micro_batch=16, latency=0.0):
     """A measured offload row: the roofline's pass plus `exposed` of its copies at 70% of PCIe (and
     `latency` seconds per DeepSpeed layer transfer), and an update of `update_per_param` seconds per parameter."""
