@@ -10,8 +10,8 @@ The time model is a roofline fitted to measurements (every term below says where
                   error) over the basis rows of the same architecture and kernel group (naive
                   eager; free-lunch compiled; free-lunch uncompiled, as ZeRO runs); x_c >= 1/0.6, so no
                   prediction claims more than 60% of the dense peak
-      residual  = measured / fitted pass of the same model in the same group on other hardware: its rows of
-                  the same setting, else of the same sharding, else all (1 if none)
+      residual  = measured / fitted pass of the same model in the same group on other hardware: its
+                  unsharded rows if any, else all (1 if none)
       comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
                   per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
                   step goes into the update, as the engine times it
@@ -542,7 +542,7 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, b.model, b.group, b.methods))
+            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, b.model, b.group))
                      * f.per_sample(b.compute_s, b.memory_s))
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
@@ -565,16 +565,16 @@ class Predictor:
                                  f"copies in full, no latency (no measured ZeRO offload pass)")
 
     @staticmethod
-    def _own_rows(f: "Fit", model_id: str, group: str, methods: Methods) -> list[BasisRow]:
-        """This model's rows in the fit that say most about `methods`: the same setting on other hardware;
-        else the same sharding; else all of them. A residual is about the model, and a sharded setting's
-        rows also carry what the time model leaves out of sharding (FSDP's re-gathers in a checkpointed
-        recompute), which would otherwise land on every other setting of the model."""
-        own = [b for b in f.rows if b.model == model_id and b.group == group]
-        for pick in (lambda b: b.methods == methods, lambda b: b.methods.sharding == methods.sharding):
-            if narrowed := [b for b in own if pick(b)]:
-                return narrowed
-        return own
+    def _own_rows(f: "Fit", model_id: str, group: str) -> list[BasisRow]:
+        """This model's rows in the fit that its residual comes from: the unsharded ones where it has any,
+        else all. A residual is about the model, the same for each of its settings (so a setting's terms,
+        such as offloading's copies, keep their order); sharded rows also carry what the time model leaves
+        out of sharding (FSDP's re-gathers in a checkpointed recompute), which would land on every setting."""
+        mine = [b for b in f.rows if b.model == model_id]
+        # A fit borrowed from another group (no rows of its own) lends its residual too: from the rows it
+        # was fitted on, compiled before naive, so the model's settings on the same fit share one residual.
+        own = ([b for b in mine if b.group == group] or [b for b in mine if b.group != "naive"] or mine)
+        return [b for b in own if b.methods.sharding == "none"] or own
 
     @staticmethod
     def _residual(f: "Fit", rows: Sequence[BasisRow]) -> float:
@@ -675,7 +675,7 @@ class Predictor:
         traffic = traffic_terms(model, methods)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
-        same = self._own_rows(f, model.id, group, methods)
+        same = self._own_rows(f, model.id, group)
         residual = self._residual(f, same)
         compute_part = residual * mb * f.x_c * compute_s
         memory_part = residual * mb * f.x_m * memory_s

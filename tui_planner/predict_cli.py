@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.all:
         _print_all(model.id, results, predictor, measured)
     else:
-        _print_cell(results[0][2], predictor, only)
+        gpu, n, preds = results[0]
+        _print_cell(preds, predictor, only, measured=(model.id, gpu, n) in measured)
     if args.write:
         n = _write(args, [p for _, _, preds in results for p in preds], presets, predictor)
         print(f"wrote {n} predicted rows to {args.db}", file=sys.stderr)
@@ -171,10 +172,11 @@ def _days(p) -> str:
     return fmt.days(p.days) + band
 
 
-def _print_cell(preds, predictor, only: str | None) -> None:
+def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> None:
     console = Console()
     first = preds[0]
-    title = f"{first.model} on {first.num_gpus} x {first.gpu}: predicted (no measurement of this cell)"
+    title = f"{first.model} on {first.num_gpus} x {first.gpu}: " + (
+        "predicted, although measured" if measured else "predicted (no measurement of this cell)")
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=title, title_justify="left")
     for col in ("setting", "micro-batch", "memory", "days (band)", "MFU"):
         t.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
@@ -187,6 +189,11 @@ def _print_cell(preds, predictor, only: str | None) -> None:
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB" if p.memory_need_gb else "—"
             t.add_row(p.label, "0", mem, why, "—", style="dim")
     console.print(t)
+    if measured:
+        console.print(f"[yellow]This cell is measured[/] (tui-planner results --model {first.model} --gpu "
+                      f"{first.gpu} --num-gpus {first.num_gpus}). Its own rows are in the basis below, so this "
+                      "reproduces them rather than predicting; `predict --validate` holds the cell out.",
+                      highlight=False)
     best = next((p for p in preds if p.feasible), None)
     chosen = preds[0] if only else best
     if chosen is None:
