@@ -3,7 +3,8 @@
 The time model is a roofline fitted to measurements (every term below says where it comes from):
 
     pass_s   = residual x micro_batch x (x_c x compute_s + x_m x memory_s) + comm_s + host_s
-      compute_s = k x FLOPs per sample / dense peak        (k = 4/3 with checkpointing: one more forward)
+      compute_s = k x FLOPs per sample / dense peak        (k with checkpointing: 1 + the preset's
+                                                           checkpoint_recompute, what it runs again)
       memory_s  = memory-bound bytes per sample / bandwidth (eager attention scores, logits and loss,
                   elementwise layers: counted per architecture in `traffic_terms`)
       x_c, x_m  = 1 / achieved fraction of peak and of bandwidth, fitted by least squares (relative
@@ -151,7 +152,7 @@ def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
     """Memory-bound bytes moved per sample in one forward + backward (the roofline's memory term)."""
     s = shape(model)
     w = 1.0 if memory.mixed_precision(model) else 2.0
-    k = 4 / 3 if methods.activation_checkpointing else 1.0  # the recomputed forward moves its bytes again
+    k = model.recompute_factor if methods.activation_checkpointing else 1.0  # the recompute moves its bytes again
     terms: dict[str, float] = {}
     if s.family in ("transformer", "mamba"):
         terms["elementwise layers"] = k * LAYER_ELEMENTWISE_TRAFFIC * s.layers * s.tokens * s.hidden * w
@@ -321,7 +322,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         update = None
     if per_sample <= 0:
         return None
-    k = 4 / 3 if methods.activation_checkpointing else 1.0
+    k = model.recompute_factor if methods.activation_checkpointing else 1.0
     return BasisRow(
         trial_id=str(row.get("trial_id") or ""), source=row["source"], model=model.id, gpu=gpu.id, num_gpus=n,
         methods=methods, group=group_of(model, methods, dense_causal_mask_of(row, model, methods)),
@@ -604,12 +605,12 @@ class Predictor:
         if key not in self._fits:
             rows = [b for b in rows if not b.host_pass_s]  # their passes hold the host copies
             f = fit_rows(key[0], group, [b for b in rows if b.group == group])
-            if f is None and group in ("compiled-mask", "compiled"):
-                other = "compiled" if group == "compiled-mask" else "compiled-mask"
-                c = fit_rows(key[0], other, [b for b in rows if b.group == other])
-                why = ("no dense-mask rows: the compiled fit" if other == "compiled" else
-                       "only rows measured with the dense causal mask (before the fix): slower than today")
+            if f is None and group == "compiled":
+                c = fit_rows(key[0], "compiled-mask", [b for b in rows if b.group == "compiled-mask"])
+                why = "only rows measured with the dense causal mask (before the fix): slower than today"
                 f = replace(c, group=group, note=why) if c else None
+            # No "compiled-mask" fit without dense-mask rows: today's compiled fit would predict the fixed
+            # engine, not the one that measured the row (validation then says it has no basis).
             if f is None and group == "uncompiled":
                 # No uncompiled rows: GEMMs run as in the compiled fit, elementwise kernels as in naive.
                 c = fit_rows(key[0], "compiled", [b for b in rows if b.group == "compiled"])
@@ -650,6 +651,10 @@ class Predictor:
         group = group_of(model, methods, dense_causal_mask)
         arch = arch_of(model)
         f = self.fit(arch, group, s.family)
+        if f is None and group == "compiled-mask":
+            p.reason = ("no basis for the engine before its causal-attention fix: no other row (without "
+                        "offloading) was measured with the dense mask; measure this one again with today's engine")
+            return p
         if f is None:
             p.reason = (f"no basis: nothing measured for {arch} or other {s.family} models, and no plausible "
                         f"paper row for {arch}; measure one with `tui-planner bench`")
@@ -671,7 +676,7 @@ class Predictor:
             return p
         accum = formulas.grad_accum_steps(model.training.batch_size, num_gpus, mb)
         # Time.
-        compute_s = (4 / 3 if methods.activation_checkpointing else 1.0) * flops_per_sample(model) / peak
+        compute_s = (model.recompute_factor if methods.activation_checkpointing else 1.0) * flops_per_sample(model) / peak
         traffic = traffic_terms(model, methods)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
@@ -733,7 +738,7 @@ class Predictor:
         t = p.terms
         need_mb = memory.need(model, p.methods, p.num_gpus, mb, first.kappa)
         lines = _memory_lines(need_mb, p.memory_capacity_gb)
-        k = " x 4/3 (ckpt)" if p.methods.activation_checkpointing else ""
+        k = f" x {model.recompute_factor:.3g} (ckpt's recompute)" if p.methods.activation_checkpointing else ""
         lines += [
             f"fit: {GROUP_WORDS[f.group]}, {len(f.rows)} rows: {f.compute_fraction:.0%} of peak, "
             f"{f.bandwidth_fraction:.0%} of bandwidth" + (f" ({f.note})" if f.note else ""),

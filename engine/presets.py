@@ -103,6 +103,9 @@ class Model:
     attention: str = "sdpa"  # attention implementation with free-lunch on
     compile: bool = True  # torch.compile allowed
     checkpointing: str = "hf"  # how activation checkpointing is applied
+    # FLOPs activation checkpointing adds, as a share of a forward + backward pass
+    # (engine.modeling.checkpoint_recompute_share; scripts/recompute_share.py); None: a full forward, 1/3
+    checkpoint_recompute: float | None = None
     fsdp_wrap: str = ""  # transformer-block class FSDP wraps
     fused_kernels: tuple[str, ...] = ()  # optional packages for the fast path (e.g. mamba_ssm)
     params_label: str = ""
@@ -113,6 +116,11 @@ class Model:
     @property
     def flops_per_step(self) -> float:
         return self.training_flops / self.training.steps
+
+    @property
+    def recompute_factor(self) -> float:
+        """A checkpointed pass's FLOPs over a plain one's."""
+        return 1 + (1 / 3 if self.checkpoint_recompute is None else self.checkpoint_recompute)
 
 
 @dataclass(frozen=True)
@@ -475,6 +483,9 @@ def _model(mid: str, t: _Table) -> Model:
         units = training.batch_size * training.steps * (1 if image else seq_len)
         flops, flops_source = 6 * params * units, "6·N·D from params"
     t.raw("params", "a number", None)
+    recompute = t.number("checkpoint_recompute", default=None, allow_zero=True)
+    if recompute is not None and recompute > 0.5:  # a whole forward again is 1/3 of a pass
+        raise t._err("checkpoint_recompute", "a share of a pass between 0 and 0.5", recompute)
     m = Model(
         id=mid,
         name=t.str("name"),
@@ -492,6 +503,7 @@ def _model(mid: str, t: _Table) -> Model:
         attention=t.str("attention", default="sdpa", choices=ATTENTION),
         compile=t.bool("compile", default=True),
         checkpointing=t.str("checkpointing", default="hf", choices=CHECKPOINTING),
+        checkpoint_recompute=recompute,
         fsdp_wrap=t.str("fsdp_wrap", default=""),
         fused_kernels=tuple(t.raw("fused_kernels", "a list of package names", [])),
         params_label=t.str("params_label", default=""),

@@ -116,3 +116,17 @@ def test_packed_rows_stay_transformers_business_unless_the_caller_says_unpacked(
                          cwd=str(FIXTURES.parent.parent))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[[0,", "0,", "0,", "1,", "1]]", "None"]
+
+
+@pytest.mark.parametrize("model_id", ["pythia-160m", "roberta-large", "vit-large"])
+def test_a_presets_checkpoint_recompute_is_what_checkpointing_runs_again(model_id):
+    """The predictor's checkpointing cost is the preset's share; it must be what torch counts today."""
+    model = load_presets(include_user=False).model(model_id)
+    assert modeling.checkpoint_recompute_share(model) == pytest.approx(model.checkpoint_recompute, abs=0.005)
+
+
+def test_checkpointing_does_not_run_a_whole_forward_again():
+    """Non-reentrant checkpointing stops once the backward has what it needs: Pythia's MLP output projection
+    and its LM head are not run again, so the recompute is well under a forward (1/3 of a pass)."""
+    share = modeling.checkpoint_recompute_share(load_presets(include_user=False).model("pythia-160m"))
+    assert 0.1 < share < 0.3

@@ -331,11 +331,28 @@ def test_rows_measured_with_the_dense_causal_mask_form_their_own_group(presets):
     # Validation predicts the old row as the engine that measured it (the dense-mask group, from the others).
     v = predict.leave_one_out(rows, presets, "measured")
     c = next(c for c in v.checks if c.model == "pythia-1b" and c.label == "free-lunch")
-    assert c.predicted_days is not None and c.error < 0  # the mask group has only this row: the compiled fit
+    # The mask group has only this row: held out, nothing says how the old engine ran, so no prediction
+    # (today's compiled fit would predict the fixed engine, not the one that measured it).
+    assert c.predicted_days is None and "before its causal-attention fix" in c.reason
+    other = next(r for r in rows if r["model"] == "pythia-410m" and r["free_lunch"] and r["gpu"] == old["gpu"])
+    other["provenance"], other["pass_s"], other["days"] = old["provenance"], other["pass_s"] * 1.4, other["days"] * 1.4
+    v = predict.leave_one_out(rows, presets, "measured")
+    c = next(c for c in v.checks if c.model == "pythia-1b" and c.label == "free-lunch")
+    assert c.predicted_days is not None  # another dense-mask row: the old engine has a fit
     # No row of today's engine at all: the old rows serve, and say so.
     only_old = [dict(r, provenance=json.dumps({})) if r["free_lunch"] else r for r in _synthetic(presets)]
     q = predict.Predictor(only_old, presets).predict("pythia-1b", "h100", 1, space.FREE_LUNCH)
     assert q.feasible and "dense causal mask" in q.terms["fit_note"]
+
+
+def test_checkpointing_costs_the_presets_recompute_not_a_whole_forward(presets):
+    p = predict.Predictor(_synthetic(presets), presets)
+    fl = p.predict("pythia-1b", "h200", 1, space.FREE_LUNCH)
+    ck = p.predict("pythia-1b", "h200", 1, Methods(activation_checkpointing=True))
+    factor = presets.model("pythia-1b").recompute_factor
+    assert ck.terms["compute_s_per_sample"] / fl.terms["compute_s_per_sample"] == pytest.approx(factor)
+    assert 1 < factor < 4 / 3
+    assert any(f"x {factor:.3g} (ckpt's recompute)" in line for line in ck.lines)
 
 
 def test_checkpointing_copies_the_weights_again_for_the_recomputed_forward(presets):

@@ -97,6 +97,7 @@ BAD = {
     "hf_config_missing.toml": ("models.tiny.hf_config", "config.json"),
     "cloud_unknown_gpu.toml": ("cloud.10.gpu", "one of"),
     "machine_count_mismatch.toml": ("machines.4.num_gpus", "same count"),
+    "recompute_too_big.toml": ("models.pythia-1b.checkpoint_recompute", "between 0 and 0.5"),
 }
 
 
