@@ -508,11 +508,12 @@ def test_replaying_the_measured_sweeps_never_skips_a_result(presets):
 
     # A trial its sweep called dominated at a floor no memory can reach is skipped, and its time saved.
     ckpt = next(x for x in rows if x["model"] == "pythia-160m" and x["activation_checkpointing"]
-                and x["sharding"] == "none" and not x["days"])
-    hopeless = {**ckpt, "trial_id": "hopeless", "duration_s": 30.0,
+                and x["sharding"] == "none" and x["gpu"] == "h100")
+    hopeless = {**ckpt, "trial_id": "hopeless", "duration_s": 30.0, "days": None, "step_s": None, "pass_s": None,
+                "update_s": None, "mfu": None, "micro_batch": None, "grad_accum": None, "failure_kind": "dominated",
                 "failure_message": "dominated: fits micro-batch 512, no more than a measured combination with "
                                    "fewer methods (512)"}
-    r = memory.replay_skips(rows + [hopeless], presets)
+    r = memory.replay_skips([x for x in rows if x is not ckpt] + [hopeless], presets)
     assert r["wrong"] == [] and r["saved_s"] >= 30.0
     assert any(x["label"] == "ckpt" and x["model"] == "pythia-160m" for x in r["skipped"])
 
