@@ -73,6 +73,35 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+_DEEPSPEED_IMPORTS: set[str] = set()  # interpreters whose trial environment imported DeepSpeed
+
+
+def deepspeed_import_error(timeout_s: float = 120.0) -> str | None:
+    """Why DeepSpeed cannot be imported by a trial process (None when it can): not installed, or a
+    dependency of its own missing (e.g. "No module named 'pydantic'"), which would otherwise fail every
+    ZeRO trial of a sweep one launch at a time. Asked in a child process with the trials' environment,
+    so the app never imports torch; a success is remembered for this process, a failure is asked again
+    (the user may install what was missing and run the same command)."""
+    if sys.executable in _DEEPSPEED_IMPORTS:
+        return None
+    env = trial_env()
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    try:
+        done = subprocess.run([sys.executable, "-c", "import deepspeed"], env=env, capture_output=True,
+                              text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"importing DeepSpeed took over {timeout_s:.0f} s"
+    if done.returncode == 0:
+        _DEEPSPEED_IMPORTS.add(sys.executable)
+        return None
+    errors = [ln.strip() for ln in done.stderr.splitlines() if re.match(r"^\w+(\.\w+)*(Error|Exception)\b", ln.strip())]
+    why = errors[-1] if errors else (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    if why.startswith("ModuleNotFoundError: No module named 'deepspeed'"):
+        return "DeepSpeed is not installed (pip install 'tui-planner[bench]' or deepspeed)"
+    return why[:300]
+
+
 def extensions_root() -> Path:
     """Where torch (and DeepSpeed's op builder) cache JIT-built extensions."""
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")

@@ -61,13 +61,20 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class SweepStarted:
-    """A sweep began: how many trials it holds and how many a resume skips."""
+    """A sweep began: how many trials it holds and how many it will not run (`skipped`: in the database
+    already, given up after failing twice, or `unavailable` here, for the reason `unavailable_why`)."""
 
     total: int
     skipped: int
     run_id: str
     labels: tuple[str, ...] = ()  # the combinations in the order they will run
     keys: tuple[str, ...] = ()
+    unavailable: int = 0
+    unavailable_why: str = ""
+
+    @property
+    def resumed(self) -> int:
+        return self.skipped - self.unavailable
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@
 # under the device tool's 600 s a call, so the copy to $OUT still happens; lower it with the call's limit),
 # STOP_TAIL (s: with it, each model's bench starts no trial later than STOP_TAIL before CALL_LIMIT, so a
 # trial in flight can end before the SIGTERM; set it to about the longest trial).
+# The wheels to carry (the device image has torch, transformers, accelerate): deepspeed (built with
+# DS_BUILD_OPS=0, pure Python) and its hjson, py-cpuinfo, ninja, msgpack, einops, pydantic, pydantic_core,
+# annotated_types, typing_inspection; duckdb. Without pydantic DeepSpeed does not import: the sweep then
+# skips its ZeRO combinations and says why.
 set -u
 start=$SECONDS
 kind=$1; db=$2; shift 2

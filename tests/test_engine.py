@@ -6,6 +6,7 @@ The OOM path is real: the trial caps its own address space, so a too-large batch
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -321,6 +322,30 @@ def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
     assert any(isinstance(e, ev.Log) and "in a new process" in e.line for e in seen)
     with pytest.raises(Exception, match="no combination called"):
         _sweep(_request(tmp_path, only=("zero9",)))
+
+
+def test_a_deepspeed_that_cannot_import_skips_zero_once_and_writes_no_rows(tmp_path, monkeypatch):
+    # As on a machine where DeepSpeed is installed without its pydantic: each ZeRO trial would fail alone.
+    from engine import environment
+
+    broken = tmp_path / "site" / "deepspeed"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pydantic'\")\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(environment, "_DEEPSPEED_IMPORTS", set())
+    assert environment.deepspeed_import_error() == "ModuleNotFoundError: No module named 'pydantic'"
+    req = _request(tmp_path, methods="all", exhaustive=True, only=("free-lunch", "zero1+offload"))
+    seen = _sweep(req)
+    started = next(e for e in seen if isinstance(e, ev.SweepStarted))
+    assert (started.unavailable, started.resumed) == (1, 0) and "pydantic" in started.unavailable_why
+    skipped = [e for e in seen if isinstance(e, ev.TrialSkipped)]
+    assert [e.label for e in skipped] == ["zero1+offload"] and "pydantic" in skipped[0].reason
+    assert [e.label for e in seen if isinstance(e, ev.TrialFinished)] == ["free-lunch"]
+    with Store.open(req.db, read_only=True) as s:
+        assert [r["key"].split("|")[4] for r in s.trials()] == ["free-lunch"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert environment.deepspeed_import_error() is None  # the real one imports: remembered from now on
+    assert sys.executable in environment._DEEPSPEED_IMPORTS
 
 
 def test_fsdp_offload_gets_a_cpu_backend_beside_nccl():

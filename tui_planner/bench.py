@@ -105,8 +105,11 @@ def run(args: argparse.Namespace) -> int:
                 f" x {args.nodes} nodes" if args.nodes > 1 else "")
             console.print(f"[bold]{args.model} on {where}[/]")
             state["task"] = progress.add_task(f"{args.model}", total=e.total, completed=e.skipped)
-            if e.skipped:
-                console.print(f"resuming: {e.skipped} of {e.total} trials already in {args.db}")
+            if e.resumed:
+                console.print(f"resuming: {e.resumed} of {e.total} trials already in {args.db}")
+            if e.unavailable:
+                console.print(f"[yellow]{e.unavailable_why}: its {e.unavailable} combinations are skipped (no rows "
+                              "written); install what is missing and run the same command to add them[/]")
         elif isinstance(e, TrialStarted):
             state["current"] = e.label
             progress.update(state["task"], description=f"{args.model}: {e.label} (searching batch size)")

@@ -238,7 +238,8 @@ class BenchScreen(Screen):
             for key, label in zip(e.keys, e.labels):
                 t.add_row(label, "[dim]queued[/]", "", "", "", "", key=key)
             bar.update(total=max(1, e.total - e.skipped), progress=0)
-            self._label(f"{e.total} trials" + (f", {e.skipped} already in the database" if e.skipped else ""))
+            self._label(f"{e.total} trials" + (f", {e.resumed} already in the database" if e.resumed else "")
+                        + (f", {e.unavailable} skipped: {e.unavailable_why}" if e.unavailable else ""))
         elif isinstance(e, ev.TrialSkipped):
             self._fill(e.key)
             self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{escape(e.reason)}[/]")
