@@ -61,20 +61,16 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class SweepStarted:
-    """A sweep began: how many trials it holds and how many it will not run (`skipped`: in the database
-    already, given up after failing twice, or `unavailable` here, for the reason `unavailable_why`)."""
+    """A sweep began: how many trials it holds and how many a resume skips; `unavailable_why`, when set,
+    says why some of the rest cannot run here (DeepSpeed cannot be imported: its ZeRO combinations end
+    'unavailable', with no row)."""
 
     total: int
     skipped: int
     run_id: str
     labels: tuple[str, ...] = ()  # the combinations in the order they will run
     keys: tuple[str, ...] = ()
-    unavailable: int = 0
     unavailable_why: str = ""
-
-    @property
-    def resumed(self) -> int:
-        return self.skipped - self.unavailable
 
 
 @dataclass(frozen=True)
@@ -115,11 +111,12 @@ class TrialSkipped:
 
 @dataclass(frozen=True)
 class TrialFinished:
-    """A trial ended and its row is in the database (feasible, infeasible or failed)."""
+    """A trial ended and its row is in the database (feasible, infeasible or failed), except 'stopped'
+    (killed by the user) and 'unavailable' (not launched: its stack cannot be imported here)."""
 
     key: str
     label: str
-    status: str  # measured | oom | dominated | failed | timeout | refused | unsupported
+    status: str  # measured | oom | dominated | memory | failed | timeout | refused | stopped | unavailable
     days: float | None = None
     mfu: float | None = None
     micro_batch: int | None = None

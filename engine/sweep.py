@@ -250,10 +250,9 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         if skip_cal is not None:  # skipped by the memory model: still skipped (exhaustive: only no-fits)
             done |= _memory_skipped_keys(store, specs, cannot_fit_only=req.exhaustive)
         given_up = {} if req.retry_failed else store.repeated_failures([s.key for s in specs if s.key not in done])
-        # Without an importable DeepSpeed every ZeRO trial would fail, one launch each: say so once instead.
+        # Without an importable DeepSpeed every ZeRO trial would fail, one launch each: ask once instead.
         zero = [s.key for s in specs if s.methods.deepspeed and s.key not in done and s.key not in given_up]
         no_deepspeed = deepspeed_import_error() if zero else None
-        unavailable = set(zero) if no_deepspeed else set()
         info = host_info()
         run = Run(
             source="measured", host=info["host"], device_kind=req.device_kind,
@@ -269,9 +268,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         store.add_run(run)
         run_started = True
         store.record_presets(run.run_id, presets)
-        on_event(SweepStarted(total=len(specs), skipped=len(done) + len(given_up) + len(unavailable), run_id=run.run_id,
+        on_event(SweepStarted(total=len(specs), skipped=len(done) + len(given_up), run_id=run.run_id,
                               labels=tuple(s.methods.label for s in specs), keys=tuple(s.key for s in specs),
-                              unavailable=len(unavailable),
                               unavailable_why=f"DeepSpeed cannot be imported: {no_deepspeed}" if no_deepspeed else ""))
         counts: dict[str, int] = {}
         out_of_time = ""
@@ -293,10 +291,6 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     on_event(TrialSkipped(spec.key, label, f"failed twice before ({given_up[spec.key][:120]}); "
                                                            "--retry-failed tries it again"))
                     counts["given up"] = counts.get("given up", 0) + 1
-                    continue
-                if spec.key in unavailable:
-                    on_event(TrialSkipped(spec.key, label, f"DeepSpeed cannot be imported ({no_deepspeed})"))
-                    counts["no DeepSpeed"] = counts.get("no DeepSpeed", 0) + 1
                     continue
                 if (stop is not None and stop.is_set()) or (pause is not None and pause.is_set()):
                     break
@@ -323,6 +317,12 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     out = TrialOutcome("dominated", {"max_micro_batch": None}, (
                         f"dominated: {by} already runs the largest micro-batch ({floor}); "
                         "more memory-saving methods only add overhead"), 0.0, [])
+                elif no_deepspeed and spec.methods.deepspeed:  # what needs no launch was recorded above
+                    counts["unavailable"] = counts.get("unavailable", 0) + 1
+                    on_event(TrialFinished(spec.key, label, "unavailable", message=(
+                        f"not run, no row: DeepSpeed cannot be imported ({no_deepspeed}); install it and run "
+                        "the same command")))
+                    continue
                 else:
                     out = _run_with_relaunch(req, spec, Path(tmp), on_event, stop)
                 row = _trial_row(req, spec, out, presets, run.run_id, machine)

@@ -8,6 +8,7 @@ import threading
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
@@ -15,7 +16,7 @@ from engine.sweep import COMPILE_MODES, SweepRequest, run_sweep
 from tui_planner import format as fmt
 
 STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
-                "refused": "bold red", "stopped": "yellow"}
+                "refused": "bold red", "stopped": "yellow", "unavailable": "yellow"}
 
 
 def _counts(text: str) -> list[int]:
@@ -105,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
                 f" x {args.nodes} nodes" if args.nodes > 1 else "")
             console.print(f"[bold]{args.model} on {where}[/]")
             state["task"] = progress.add_task(f"{args.model}", total=e.total, completed=e.skipped)
-            if e.resumed:
-                console.print(f"resuming: {e.resumed} of {e.total} trials already in {args.db}")
-            if e.unavailable:
-                console.print(f"[yellow]{e.unavailable_why}: its {e.unavailable} combinations are skipped (no rows "
+            if e.skipped:
+                console.print(f"resuming: {e.skipped} of {e.total} trials already in {args.db}")
+            if e.unavailable_why:
+                console.print(f"[yellow]{escape(e.unavailable_why)}: its combinations end unavailable (no rows "
                               "written); install what is missing and run the same command to add them[/]")
         elif isinstance(e, TrialStarted):
             state["current"] = e.label
@@ -124,14 +125,14 @@ def run(args: argparse.Namespace) -> int:
             detail = (f"{fmt.days(e.days)} days, MFU {fmt.mfu(e.mfu)}, micro-batch {e.micro_batch}"
                       + (" (cannot win: timing stopped early)" if e.message else "")
                       if e.status == "measured" else (e.message or ""))
-            console.print(f"[{style}]{e.status:>9}[/] {e.label:<20} {detail[:90]}  [dim]{e.duration_s:.0f}s[/]")
+            console.print(f"[{style}]{e.status:>9}[/] {e.label:<20} {escape(detail[:90])}  [dim]{e.duration_s:.0f}s[/]")
             if e.verify_step_s and e.verify_predicted_s:
                 off = e.verify_step_s / e.verify_predicted_s - 1
                 console.print(f"{'':>9} steady run: {e.verify_step_s:.4g} s a step vs {e.verify_predicted_s:.4g} s "
                               f"from pass x accumulation + update ({off:+.1%})")
         elif isinstance(e, TrialSkipped):
             if not e.reason.startswith("already"):  # a resume's silent skips stay silent; giving up is news
-                console.print(f"[yellow]{'skipped':>9}[/] {e.label:<20} {e.reason[:200]}")
+                console.print(f"[yellow]{'skipped':>9}[/] {e.label:<20} {escape(e.reason[:200])}")
         elif isinstance(e, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
             took = f" in {fmt.duration(e.elapsed_s)}"

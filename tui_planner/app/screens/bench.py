@@ -25,7 +25,7 @@ from engine.errors import PlannerError
 from tui_planner import format as fmt
 
 STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
-               "refused": "bold red", "stopped": "yellow", "resumed": "dim", "queued": "dim"}
+               "refused": "bold red", "stopped": "yellow", "unavailable": "yellow", "resumed": "dim", "queued": "dim"}
 
 
 class EngineEvent(Message):
@@ -238,8 +238,8 @@ class BenchScreen(Screen):
             for key, label in zip(e.keys, e.labels):
                 t.add_row(label, "[dim]queued[/]", "", "", "", "", key=key)
             bar.update(total=max(1, e.total - e.skipped), progress=0)
-            self._label(f"{e.total} trials" + (f", {e.resumed} already in the database" if e.resumed else "")
-                        + (f", {e.unavailable} skipped: {e.unavailable_why}" if e.unavailable else ""))
+            self._label(f"{e.total} trials" + (f", {e.skipped} already in the database" if e.skipped else "")
+                        + (f"; ZeRO unavailable: {escape(e.unavailable_why)}" if e.unavailable_why else ""))
         elif isinstance(e, ev.TrialSkipped):
             self._fill(e.key)
             self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{escape(e.reason)}[/]")
@@ -277,7 +277,7 @@ class BenchScreen(Screen):
         style = STATE_STYLE.get(e.status, "")
         self._set(e.key, "state", f"[{style}]{e.status}[/]" if style else e.status)
         self._set(e.key, "time", f"{e.duration_s:.0f}s")
-        if e.status != "stopped":
+        if e.status not in ("stopped", "unavailable"):  # neither wrote a row
             self._fill(e.key)
         if e.message and e.status not in ("measured", "dominated"):
             self.query_one("#log", RichLog).write(f"[{e.status}] {e.key}: {e.message}")
