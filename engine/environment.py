@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +59,11 @@ SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 
 
 def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for trial processes: safe NCCL settings, a parseable arch list, unbuffered output."""
+    """The environment for trial processes: safe NCCL settings, a parseable arch list, unbuffered output,
+    and this project first on PYTHONPATH (they import `engine` from any folder)."""
     env = dict(os.environ if base is None else base)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     for k, v in SAFE_NCCL_ENV.items():
         env.setdefault(k, v)
     sanitize_cuda_arch_env(env)
@@ -86,10 +90,6 @@ def deepspeed_import_error(timeout_s: float = 120.0) -> str | None:
     if sys.executable in _DEEPSPEED_IMPORTS:
         return None
     env = trial_env()
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    import tempfile
-
     try:  # from an empty folder, as trials run: a deepspeed/ source tree here must not shadow the install
         with tempfile.TemporaryDirectory(prefix="tui-planner-ds-") as cwd:
             done = subprocess.run([sys.executable, "-c", "import deepspeed"], env=env, capture_output=True,

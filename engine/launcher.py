@@ -30,8 +30,6 @@ from typing import Callable
 from engine.environment import clear_build_locks, die_with_parent, trial_env
 from engine.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @dataclass
 class TrialOutcome:
@@ -162,7 +160,6 @@ def run_trial(
     env = trial_env()
     if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, spec.num_gpus)))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     t0, started = time.perf_counter(), time.time()
     procs = [subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=cmd_env,

@@ -30,7 +30,7 @@ from engine import recipe
 from engine.environment import die_with_parent, host_info, probe, trial_env
 from engine.errors import PlannerError
 from engine.events import parse_marker
-from engine.launcher import ROOT, _kill_group
+from engine.launcher import _kill_group
 
 RESULT = "verify.json"
 # What verify changes in training_args.json, and why: only the run's length and where it writes.
@@ -163,7 +163,6 @@ def _launch(cmd: list[str], workdir: Path, timeout_s: float,
             on_event: Callable[[object], None]) -> tuple[str | None, list[str], float]:
     """Run the training process group; stream its step events; kill the whole group on timeout or Ctrl-C."""
     env = trial_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             text=True, env=env, cwd=str(workdir), start_new_session=True,
