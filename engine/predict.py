@@ -148,11 +148,17 @@ def flops_per_sample(model: Model) -> float:
     return model.flops_per_step / model.training.batch_size
 
 
+def recompute(model: Model, methods: Methods) -> float:
+    """A pass's FLOPs (and elementwise bytes) under `methods` over a plain pass's: checkpointing runs part
+    of it again (the preset's `checkpoint_recompute`)."""
+    return model.recompute_factor if methods.activation_checkpointing else 1.0
+
+
 def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
     """Memory-bound bytes moved per sample in one forward + backward (the roofline's memory term)."""
     s = shape(model)
     w = 1.0 if memory.mixed_precision(model) else 2.0
-    k = model.recompute_factor if methods.activation_checkpointing else 1.0  # the recompute moves its bytes again
+    k = recompute(model, methods)  # the recompute moves its bytes again
     terms: dict[str, float] = {}
     if s.family in ("transformer", "mamba"):
         terms["elementwise layers"] = k * LAYER_ELEMENTWISE_TRAFFIC * s.layers * s.tokens * s.hidden * w
@@ -322,7 +328,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         update = None
     if per_sample <= 0:
         return None
-    k = model.recompute_factor if methods.activation_checkpointing else 1.0
+    k = recompute(model, methods)
     return BasisRow(
         trial_id=str(row.get("trial_id") or ""), source=row["source"], model=model.id, gpu=gpu.id, num_gpus=n,
         methods=methods, group=group_of(model, methods, dense_causal_mask_of(row, model, methods)),
@@ -676,7 +682,7 @@ class Predictor:
             return p
         accum = formulas.grad_accum_steps(model.training.batch_size, num_gpus, mb)
         # Time.
-        compute_s = (model.recompute_factor if methods.activation_checkpointing else 1.0) * flops_per_sample(model) / peak
+        compute_s = recompute(model, methods) * flops_per_sample(model) / peak
         traffic = traffic_terms(model, methods)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
