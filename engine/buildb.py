@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from engine import paperdb
-from engine.presets import load_presets
-from engine.store import Store
+from engine.data import paperdb
+from engine.data.presets import load_presets
+from engine.data.store import Store
 
 _PREDICTED_RUN = uuid.UUID("9d3f5a60-1c2b-4e8f-a7d4-3b6e0c9f2a58")
 
@@ -19,7 +19,7 @@ def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
         paperdb.add_paper(store, data_dir / "paper", presets)
         measured = data_dir / "measured"
         if measured.is_dir():
-            from engine.export import import_jsonl
+            from engine.data.jsonl import import_jsonl
 
             for f in sorted(measured.glob("*.jsonl")):
                 import_jsonl(store, f)

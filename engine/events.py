@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from engine.space import Methods
+from engine.data.space import Methods
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from engine.presets import Presets
-from engine.space import by_label, combinations
-from engine.store import Store
+from engine.data.presets import Presets
+from engine.data.space import by_label, combinations
+from engine.data.store import Store
 
 # One row per measured (cell, combination): the latest final outcome (a time, or a verdict that the
 # combination cannot run: oom, dominated, refused), else the latest failure.

@@ -24,9 +24,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from engine.errors import PlannerError
-from engine.presets import Gpu, Model, Presets
-from engine.space import Methods
+from engine.data.errors import PlannerError
+from engine.data.presets import Gpu, Model, Presets
+from engine.data.space import Methods
 
 GIB = 2.0**30
 # The CUDA context, cuBLAS/NCCL workspaces and allocator fragmentation take memory that PyTorch's
@@ -554,7 +554,7 @@ def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bo
     dominance rule (space.is_subset). A skip is 'wrong' when the trial's result denies it: it fitted
     where the model said nothing would (at all, or above the floor), or it beat the combination that was
     to dominate it."""
-    from engine import space
+    from engine.data import space
 
     rows = [dict(r) for r in rows if r.get("source") == "measured" and r.get("gpu") in presets.gpus]
     cells: dict[tuple, list[dict]] = {}

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import transformers
 
-from engine.presets import Model
+from engine.data.presets import Model
 
 
 def attention_implementation(model: Model, free_lunch: bool, device: str) -> str:

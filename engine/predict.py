@@ -46,11 +46,12 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine import formulas, memory, space
-from engine.errors import PlannerError
+from engine.data import formulas, space
+from engine import memory
+from engine.data.errors import PlannerError
 from engine.memory import MemoryModelError, shape
-from engine.presets import Gpu, Model, Presets
-from engine.space import Methods
+from engine.data.presets import Gpu, Model, Presets
+from engine.data.space import Methods
 
 # A prediction never claims more than this share of the dense peak (formulas.IMPLAUSIBLE_MFU: well-tuned
 # training reaches 40-55%); nor more than this share of the memory bandwidth.
@@ -930,7 +931,7 @@ PREDICTED_NS = uuid.UUID("2b7c0d4e-8a51-4f6e-b1f3-5d0c9e7a3c11")
 
 def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None):
     """A prediction as a store row: source 'predicted', its basis, its band and how it was derived."""
-    from engine.store import Trial
+    from engine.data.store import Trial
 
     key = f"{p.model}|{p.gpu}|{p.num_gpus}|1|{p.methods.label}|predicted"
     t = Trial(
@@ -966,7 +967,7 @@ def write_predictions(store, preds: Sequence[Prediction], presets: Presets, comm
                       run_id: str | None = None, created_at: dt.datetime | None = None) -> int:
     """Store predictions as rows of a 'predicted' run; a prediction of the same cell and setting made
     earlier is replaced (the newest basis wins)."""
-    from engine.store import Run
+    from engine.data.store import Run
 
     if not preds:
         return 0

@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import PlannerError
-from engine.presets import Presets
-from engine.store import Store
+from engine.data.errors import PlannerError
+from engine.data.presets import Presets
+from engine.data.store import Store
 
 # A cell whose only figures are faster than the GPU's peak ("impossible") has status 'refused': it is
 # not ranked, and not called infeasible either.

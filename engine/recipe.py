@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import formulas, space
-from engine.errors import PlannerError
-from engine.presets import Model, Presets, Training
-from engine.store import Store, plain
+from engine.data import formulas, space
+from engine.data.errors import PlannerError
+from engine.data.presets import Model, Presets, Training
+from engine.data.store import Store, plain
 
 FORMAT = "tui-planner-recipe/1"
 TRAINING_ARGS, DEEPSPEED, LAUNCH, EXPLAIN, PLAN = (

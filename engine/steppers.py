@@ -14,8 +14,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from engine.presets import Model
-from engine.space import Methods
+from engine.data.presets import Model
+from engine.data.space import Methods
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
 

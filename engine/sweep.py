@@ -19,14 +19,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from engine import formulas, space
+from engine.data import formulas, space
 from engine.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, probe
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from engine.events import (BatchTried, Log, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
                            TrialStarted)
 from engine.launcher import TrialOutcome, run_trial
-from engine.presets import Presets, load_presets
-from engine.store import Run, Store, Trial
+from engine.data.presets import Presets, load_presets
+from engine.data.store import Run, Store, Trial
 
 
 @dataclass
@@ -390,7 +390,7 @@ def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
     if not req.memory_skip or req.device != "cuda":
         return None
     from engine import memory
-    from engine.paths import shipped_db
+    from engine.data.paths import shipped_db
 
     rows = store.query("SELECT * FROM trials WHERE source = 'measured'")
     try:

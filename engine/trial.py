@@ -23,7 +23,7 @@ import traceback
 from typing import Any, Callable
 
 from engine.events import MARKER, TrialSpec
-from engine.space import Methods
+from engine.data.space import Methods
 
 # How much slower than the best step a trial's lower bound must be before its timing stops early.
 EARLY_STOP_MARGIN = 0.03
@@ -129,7 +129,7 @@ def hide_packages(names) -> list[str]:
 
 
 def run(spec: TrialSpec) -> dict[str, Any]:
-    from engine.presets import load_presets
+    from engine.data.presets import load_presets
 
     # Naive runs without the preset's optional fused kernels (e.g. mamba-ssm's selective scan): turned off
     # before torch and transformers import anything, since transformers uses them whenever it finds them.
@@ -140,7 +140,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     import torch
 
-    from engine import formulas, modeling, space
+    from engine.data import formulas, space
+    from engine import modeling
     from engine.steppers import close as close_stepper
     from engine.steppers import make_stepper
 
@@ -278,7 +279,8 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
     new one (EXIT_RELAUNCH) on several, or where the engine holds host memory until its process ends."""
     import torch.distributed as dist
 
-    from engine import formulas, modeling
+    from engine.data import formulas
+    from engine import modeling
 
     several = dist.is_initialized() and dist.get_world_size() > 1
     keeps_host_memory = m.deepspeed and m.offloading
@@ -323,7 +325,8 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
 def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[str, Any]:
     import torch
 
-    from engine import formulas, modeling
+    from engine.data import formulas
+    from engine import modeling
     from engine.steppers import close as close_stepper
 
     emit("measuring", micro_batch=micro)

@@ -28,7 +28,7 @@ from typing import Callable
 
 from engine import recipe
 from engine.environment import die_with_parent, host_info, probe, trial_env
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from engine.events import parse_marker
 from engine.launcher import _kill_group
 

@@ -28,7 +28,7 @@ def _init_process_group(device: str, spec: dict[str, Any]) -> None:
     CPU offload needs gloo beside NCCL, and accelerate, left to itself, starts NCCL alone."""
     import torch.distributed as dist
 
-    from engine.space import Methods
+    from engine.data.space import Methods
     from engine.trial import process_group_backend
 
     if device != "cuda" or "RANK" not in os.environ or int(os.environ.get("WORLD_SIZE", "1")) < 2 \

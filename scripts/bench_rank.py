@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.presets import load_presets  # noqa: E402
+from engine.data.presets import load_presets  # noqa: E402
 from engine.ranking import RankRequest, rank  # noqa: E402
-from engine.store import Store, Trial  # noqa: E402
+from engine.data.store import Store, Trial  # noqa: E402
 
 
 def main() -> int:

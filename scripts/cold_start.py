@@ -15,8 +15,8 @@ import time
 CHILD = r"""
 import time
 t0 = time.perf_counter()
-from engine.paths import shipped_db
-from engine.presets import load_presets
+from engine.data.paths import shipped_db
+from engine.data.presets import load_presets
 from tui_planner.app.app import PlannerApp
 t_import = time.perf_counter() - t0
 

@@ -58,9 +58,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from engine import formulas, modeling
-    from engine.presets import load_presets
-    from engine.space import Methods
+    from engine.data import formulas
+    from engine import modeling
+    from engine.data.presets import load_presets
+    from engine.data.space import Methods
     from engine.steppers import make_stepper
     from engine.trial import Timer
 

@@ -29,7 +29,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from engine.modeling import checkpoint_recompute_share
-    from engine.presets import load_presets
+    from engine.data.presets import load_presets
 
     presets = load_presets(include_user=False)
     bad = 0

@@ -19,10 +19,10 @@ import pytest
 from textual.widgets import Checkbox, DataTable, Input, Select, SelectionList, Static
 
 from conftest import FIXTURES, ROOT
-from engine import paperdb
-from engine.export import import_jsonl
-from engine.presets import load_presets
-from engine.store import Store
+from engine.data import paperdb
+from engine.data.jsonl import import_jsonl
+from engine.data.presets import load_presets
+from engine.data.store import Store
 from tui_planner.app import chart
 from tui_planner.app import state as st
 from tui_planner.app.app import PlannerApp

@@ -48,13 +48,13 @@ def test_default_prints_a_summary(capsys):
 
 
 def test_db_info_and_migrate(tmp_path, capsys):
-    from engine.store import Store
+    from engine.data.store import Store
 
     path = tmp_path / "mine.duckdb"
     Store.open(path).close()
     assert main(["db", "migrate", str(path)]) == 0
     assert main(["db", "info", str(path)]) == 0
-    from engine.store import SCHEMA_VERSION
+    from engine.data.store import SCHEMA_VERSION
 
     assert f"schema v{SCHEMA_VERSION}" in capsys.readouterr().out
     assert main(["results", "--db", str(tmp_path / "missing.duckdb")]) == 2

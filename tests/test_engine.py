@@ -14,11 +14,11 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from engine import events as ev
-from engine import space
+from engine.data import space
 from engine.environment import sanitize_cuda_arch_env, trial_env
 from engine.launcher import TrialOutcome, _why_no_result
-from engine.presets import load_presets
-from engine.store import Store
+from engine.data.presets import load_presets
+from engine.data.store import Store
 from engine.sweep import SweepRequest, _dominance_floor, _trial_row, run_sweep
 
 TINY = str(FIXTURES / "tiny")
@@ -56,7 +56,7 @@ def test_the_papers_search_space_sizes():
 
 
 def test_a_compile_mode_is_its_own_measurement_and_a_bad_one_is_refused(tmp_path):
-    from engine.errors import PlannerError
+    from engine.data.errors import PlannerError
     from engine.sweep import plan, trial_key
 
     presets = load_presets((TINY,))

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from engine.findings import findings
-from engine.presets import load_presets
-from engine.store import Store, Trial
+from engine.data.presets import load_presets
+from engine.data.store import Store, Trial
 from tui_planner.cli import main
 
 T0 = dt.datetime(2026, 11, 23, 12, 0)

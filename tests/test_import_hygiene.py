@@ -25,8 +25,8 @@ def _loaded(body: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("module", ["engine.presets", "engine.store", "engine.formulas", "engine.paperdb",
-                                    "engine.buildb", "engine.paths"])
+@pytest.mark.parametrize("module", ["engine.data.presets", "engine.data.store", "engine.data.formulas", "engine.data.paperdb",
+                                    "engine.buildb", "engine.data.paths"])
 def test_headless_modules_load_neither_torch_nor_textual(module):
     assert _loaded(f"import {module}") == []
 

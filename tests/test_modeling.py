@@ -5,7 +5,7 @@ import torch
 
 from conftest import FIXTURES
 from engine import modeling
-from engine.presets import load_presets
+from engine.data.presets import load_presets
 
 TINY = load_presets([FIXTURES / "tiny" / "tiny.toml"])
 masking_utils = pytest.importorskip("transformers.masking_utils")  # transformers 4.x before 4.53 has none

@@ -7,9 +7,9 @@ import pytest
 
 from conftest import ROOT
 from engine.buildb import build
-from engine.paths import shipped_db
-from engine.presets import load_presets
-from engine.store import Store
+from engine.data.paths import shipped_db
+from engine.data.presets import load_presets
+from engine.data.store import Store
 
 DATA = ROOT / "data" / "paper"
 
@@ -104,7 +104,7 @@ def test_measured_rows_carry_provenance_and_stay_below_peak(db):
 
 
 def test_export_and_import_round_trip(tmp_path):
-    from engine.export import export_jsonl, import_jsonl
+    from engine.data.jsonl import export_jsonl, import_jsonl
 
     with Store.open(shipped_db()) as shipped:
         n = export_jsonl(shipped, tmp_path / "m.jsonl")

@@ -11,13 +11,14 @@ import duckdb
 import pytest
 
 from conftest import FIXTURES, ROOT
-from engine import formulas, memory, predict, space
-from engine import store as store_mod
-from engine.paths import shipped_db
-from engine.presets import load_presets
+from engine.data import formulas, space
+from engine import memory, predict
+from engine.data import store as store_mod
+from engine.data.paths import shipped_db
+from engine.data.presets import load_presets
 from engine.ranking import RankRequest, rank
-from engine.space import Methods
-from engine.store import Store, Trial
+from engine.data.space import Methods
+from engine.data.store import Store, Trial
 from tui_planner.cli import main
 
 

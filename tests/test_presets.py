@@ -6,8 +6,8 @@ import datetime as dt
 import pytest
 
 from conftest import FIXTURES, ROOT
-from engine.errors import PresetError
-from engine.presets import load_presets
+from engine.data.errors import PresetError
+from engine.data.presets import load_presets
 from tui_planner.cli import main
 
 PAPER_MODELS = ["pythia-160m", "pythia-410m", "pythia-1b", "pythia-2.8b", "pythia-6.9b",

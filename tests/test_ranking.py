@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from engine.errors import PlannerError
-from engine.presets import load_presets
+from engine.data.errors import PlannerError
+from engine.data.presets import load_presets
 from engine.ranking import RankRequest, no_data_gpus, rank
-from engine.store import Store, Trial
+from engine.data.store import Store, Trial
 from tui_planner.cli import main
 
 

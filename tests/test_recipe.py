@@ -12,10 +12,10 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from engine import recipe
-from engine.errors import PlannerError
-from engine.paths import shipped_db
-from engine.presets import load_presets
-from engine.store import Store
+from engine.data.errors import PlannerError
+from engine.data.paths import shipped_db
+from engine.data.presets import load_presets
+from engine.data.store import Store
 from engine.sweep import SweepRequest, run_sweep
 from engine.verify import VerifyRequest, run_verify, verdict
 from tui_planner.cli import main
@@ -232,7 +232,7 @@ def test_cpu_plans_degrade_fp16_and_say_so():
     ("constant", {"lr_scheduler_type": "constant_with_warmup"}),
 ])
 def test_schedules_map_to_hugging_face_names(name, expected):
-    from engine.presets import Training
+    from engine.data.presets import Training
 
     t = Training(batch_size=8, steps=10, precision="fp32", optimizer="adam", lr=1e-3, betas=(0.9, 0.99), eps=1e-8,
                  weight_decay=0.0, max_grad_norm=None, schedule=name, warmup_steps=5)

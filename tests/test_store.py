@@ -7,11 +7,11 @@ import duckdb
 import pytest
 
 from conftest import ROOT
-from engine import store as store_mod
-from engine.errors import StoreError
-from engine.paths import shipped_db
-from engine.presets import load_presets
-from engine.store import SCHEMA_VERSION, Run, Store, Trial
+from engine.data import store as store_mod
+from engine.data.errors import StoreError
+from engine.data.paths import shipped_db
+from engine.data.presets import load_presets
+from engine.data.store import SCHEMA_VERSION, Run, Store, Trial
 
 
 def _trial(**kw):
@@ -108,7 +108,7 @@ def test_a_second_process_gets_a_clear_message_while_one_writes(tmp_path):
     Store.open(path).close()
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; sys.path.insert(0, sys.argv[2]); from engine.store import Store; "
+         "import sys, time; sys.path.insert(0, sys.argv[2]); from engine.data.store import Store; "
          "s = Store.open(sys.argv[1]); print('ready', flush=True); time.sleep(30)", str(path), str(ROOT)],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -140,7 +140,7 @@ def test_what_an_exhaustive_sweep_counts_as_done(tmp_path):
 
 def test_an_exhaustive_sweep_still_skips_what_cannot_fit(tmp_path):
     from engine.events import TrialSpec
-    from engine.space import FREE_LUNCH
+    from engine.data.space import FREE_LUNCH
     from engine.sweep import _memory_skipped_keys
 
     with Store.open(tmp_path / "s.duckdb", read_only=False) as s:

@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not args.db:
-        from engine.errors import PlannerError
+        from engine.data.errors import PlannerError
 
         raise PlannerError("bench writes to a database of your own: pass --db FILE (the shipped one is read-only)")
     import os

@@ -1,6 +1,6 @@
 """The `tui-planner` command: the app with no arguments, headless jobs as subcommands.
 
-Errors a user can act on (engine.errors.PlannerError) are printed once, without a traceback, and the
+Errors a user can act on (engine.data.errors.PlannerError) are printed once, without a traceback, and the
 command exits 2. Nothing here imports torch; `bench` imports the engine's launcher, which starts
 trial processes that do.
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 
 DESCRIPTION = """\
 How long will pre-training take on these GPUs, with which settings, and what
@@ -215,8 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _open_store(args: argparse.Namespace, path: str | None = None):
-    from engine.paths import shipped_db
-    from engine.store import Store
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
 
     target = path or args.db or shipped_db()
     return Store.open(target, read_only=True, create=False)  # browsing never locks a file a sweep writes
@@ -224,7 +224,7 @@ def _open_store(args: argparse.Namespace, path: str | None = None):
 
 def _with_store(args: argparse.Namespace, command) -> int:
     """Run a command that reads the presets and the results database (read-only)."""
-    from engine.presets import load_presets
+    from engine.data.presets import load_presets
 
     presets = load_presets(args.presets)
     with _open_store(args) as store:
@@ -247,7 +247,7 @@ def _default(args: argparse.Namespace) -> int:
 
 
 def _presets(args: argparse.Namespace) -> int:
-    from engine.presets import load_presets
+    from engine.data.presets import load_presets
     from tui_planner.views import presets_json, print_presets
 
     presets = load_presets(args.presets)
@@ -268,7 +268,7 @@ RESULT_FIELDS = (
 
 
 def _results(args: argparse.Namespace) -> int:
-    from engine.store import plain
+    from engine.data.store import plain
     from tui_planner.views import print_results
 
     if args.summary:
@@ -299,7 +299,7 @@ def _findings(args: argparse.Namespace) -> int:
     if args.source or args.feasible or args.format == "csv":
         raise PlannerError("--summary reads measured searches only: leave out --source, --feasible and "
                            "--format csv")
-    from engine.presets import load_presets
+    from engine.data.presets import load_presets
 
     presets = load_presets(args.presets)
     if args.paper_gpu:
@@ -315,7 +315,7 @@ def _findings(args: argparse.Namespace) -> int:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from engine.store import Store
+    from engine.data.store import Store
 
     if args.db_command == "migrate":
         path = Path(args.file)

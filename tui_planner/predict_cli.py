@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from tui_planner import format as fmt
 
 HELP = "predict days on GPUs nobody measured, with an error band"
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.predict import build_predictor
-    from engine.presets import load_presets
+    from engine.data.presets import load_presets
 
     presets = load_presets(args.presets)
     if args.write:
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             raise PlannerError("predict needs --gpu G (one of: " + ", ".join(presets.gpus) + "), or --all")
         presets.gpu(args.gpu)
         cells = [(args.gpu, args.num_gpus)]
-    from engine import space
+    from engine.data import space
 
     method_set = "all"
     only = None
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _writable_target(args: argparse.Namespace) -> None:
-    from engine.paths import is_shipped
+    from engine.data.paths import is_shipped
 
     if not args.db:
         raise PlannerError("--write stores predictions in a database of your own: pass --db FILE")
@@ -142,8 +142,8 @@ def _writable_target(args: argparse.Namespace) -> None:
 
 def _basis_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Measured and paper rows of the shipped database and of --db FILE (never predicted ones)."""
-    from engine.paths import shipped_db
-    from engine.store import Store
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
 
     paths = [shipped_db()]
     if args.db and Path(args.db).expanduser().exists():
@@ -302,7 +302,7 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
 
 def _write(args: argparse.Namespace, preds, presets, predictor) -> int:
     from engine.predict import write_predictions
-    from engine.store import Store
+    from engine.data.store import Store
 
     with Store.open(args.db, read_only=False) as store:
         return write_predictions(store, preds, presets, command=" ".join(["predict"] + _argv(args)))

@@ -12,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from tui_planner import format as fmt
 
 JSON_FIELDS = ("gpu", "num_gpus", "hardware_cost_usd", "days", "cost_per_experiment_usd", "energy_usd",

@@ -6,7 +6,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from engine.store import Store
+from engine.data.store import Store
 
 
 def print_summary(store: Store, console: Console | None = None) -> None:

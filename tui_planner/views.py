@@ -10,8 +10,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from engine.presets import Presets
-from engine.store import plain
+from engine.data.presets import Presets
+from engine.data.store import plain
 from tui_planner import format as fmt
 
 FLAG_STYLE = {"implausible": "yellow", "impossible": "bold red"}

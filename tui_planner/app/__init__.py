@@ -4,8 +4,8 @@ from __future__ import annotations
 
 
 def run_app(db: str | None, preset_paths: tuple[str, ...] = (), model: str | None = None, light: bool = False) -> int:
-    from engine.paths import shipped_db
-    from engine.presets import load_presets
+    from engine.data.paths import shipped_db
+    from engine.data.presets import load_presets
     from tui_planner.app.app import PlannerApp
 
     presets = load_presets(preset_paths)

@@ -18,9 +18,9 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from engine.errors import PlannerError
-from engine.presets import Presets
-from engine.store import Store
+from engine.data.errors import PlannerError
+from engine.data.presets import Presets
+from engine.data.store import Store
 from tui_planner.app.screens.bench import BenchScreen
 from tui_planner.app.screens.chart import ChartScreen
 from tui_planner.app.screens.plan import PlanScreen
@@ -176,7 +176,7 @@ class PlannerApp(App):
     def release_database(self, path: str | Path) -> None:
         """Stop browsing `path` (a sweep is about to write it: DuckDB will not open one file both ways in
         one process); browse the shipped database meanwhile."""
-        from engine.paths import shipped_db
+        from engine.data.paths import shipped_db
 
         if self.store.path is not None and Path(self.store.path).resolve() == Path(path).resolve():
             self.open_database(shipped_db())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from tui_planner import format as fmt
 
 BUDGET_STEP_USD = 10_000

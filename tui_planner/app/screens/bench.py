@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Label, ProgressBar, RichLog, Select, Static
 
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from tui_planner import format as fmt
 
 STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
@@ -55,7 +55,7 @@ class BenchScreen(Screen):
     ]
 
     def compose(self) -> ComposeResult:
-        from engine.paths import user_db
+        from engine.data.paths import user_db
 
         p = self.app.presets
         yield Header()
@@ -126,7 +126,7 @@ class BenchScreen(Screen):
         db = self.query_one("#b-db", Input).value.strip()
         if not db:
             raise PlannerError("choose a database file to save results to")
-        from engine.paths import is_shipped
+        from engine.data.paths import is_shipped
 
         if is_shipped(Path(db).expanduser()):
             raise PlannerError("the shipped database is read-only: save to a file of your own")
@@ -151,7 +151,7 @@ class BenchScreen(Screen):
             req = self.request()
             req.db.parent.mkdir(parents=True, exist_ok=True)
             self.app.release_database(req.db)  # browsing it read-only would block writing it
-            from engine.store import Store
+            from engine.data.store import Store
 
             store = Store.open(req.db, read_only=False)
         except (PlannerError, OSError) as e:

@@ -216,7 +216,7 @@ def recipe_preview(store, presets, trial_id: str) -> str:
     from rich.markup import escape
 
     from engine import recipe
-    from engine.errors import PlannerError
+    from engine.data.errors import PlannerError
 
     try:
         r = recipe.build(recipe.pick(store, presets, None, None, None, trial_id=trial_id), presets, store.path)

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, SelectionList, Static
 
-from engine.errors import PlannerError
+from engine.data.errors import PlannerError
 from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen

@@ -17,8 +17,8 @@ from typing import Any, Iterable, Sequence
 
 import duckdb
 
-from engine.errors import StoreError
-from engine.paths import is_shipped
+from engine.data.errors import StoreError
+from engine.data.paths import is_shipped
 
 SCHEMA_VERSION = 3
 

@@ -13,9 +13,9 @@ import json
 import uuid
 from pathlib import Path
 
-from engine import formulas
-from engine.presets import Presets
-from engine.store import Run, Store, Trial
+from engine.data import formulas
+from engine.data.presets import Presets
+from engine.data.store import Run, Store, Trial
 
 PAPER = "Khandelwal et al. (2024), $100K or 100 Days, arXiv 2410.23261"
 PAPER_DATE = dt.datetime(2024, 10, 30)

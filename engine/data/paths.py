@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
+_ENGINE = Path(__file__).resolve().parent.parent
 
 
 def _data_dir(name: str) -> Path:
-    packaged = _HERE / "_data" / name
+    packaged = _ENGINE / "_data" / name
     if packaged.is_dir():
         return packaged
-    return _HERE.parent / name
+    return _ENGINE.parent / name
 
 
 def presets_dir() -> Path:

@@ -3,7 +3,7 @@
 What a model, a GPU, a machine or a cloud price is lives in presets/*.toml, never in Python. Files load
 in order (shipped presets, then the user's config directory, then each --presets path); a later file
 may override single keys of an entry (`[gpus.h100.price] usd = 25000`) or add whole new entries. Every
-error names the file that holds the key, the key and what was expected (engine.errors.PresetError).
+error names the file that holds the key, the key and what was expected (engine.data.errors.PresetError).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from engine.errors import PresetError
-from engine.paths import presets_dir, user_presets_dir
+from engine.data.errors import PresetError
+from engine.data.paths import presets_dir, user_presets_dir
 
 ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
 PRECISIONS = ("fp16", "bf16", "fp32")

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from engine.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial, plain
+from engine.data.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial, plain
 
 
 def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
