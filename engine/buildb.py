@@ -1,5 +1,5 @@
 """Assemble the shipped database from committed data: the paper's tables, exported measured runs, and
-predictions (engine/predict.py) for every GPU preset x count no measurement covers."""
+predictions (engine/predict/) for every GPU preset x count no measurement covers."""
 
 from __future__ import annotations
 
@@ -42,5 +42,5 @@ def add_predictions(store: Store, presets) -> int:
     preds = predict_missing(predictor, presets, best_only=True)  # the fastest per cell: what ranking shows
     when = max(r["created_at"] for r in rows if r["created_at"] is not None)
     run_id = uuid.uuid5(_PREDICTED_RUN, f"{len(rows)}|{when.isoformat()}").hex
-    return write_predictions(store, preds, presets, command="scripts/build_db.py (engine/predict.py, every "
+    return write_predictions(store, preds, presets, command="scripts/build_db.py (engine/predict/, every "
                              "GPU preset x 1, 2, 4, 8 GPUs without a measurement)", run_id=run_id, created_at=when)

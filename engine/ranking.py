@@ -5,7 +5,7 @@ x count) the best feasible result the trusted sources hold (measured wins over p
 predicted; the row says which), its hardware cost (GPUs x price + the base system for that count), the
 cost of one experiment over the hardware's lifespan (plus energy where a power price is set), renting
 instead where a cloud price exists, budget and deadline checks, and the Pareto frontier of cost against
-days. A predicted row (engine/predict.py) carries its error band (days_low-days_high) and basis through.
+days. A predicted row (engine/predict/) carries its error band (days_low-days_high) and basis through.
 The inputs go into small temporary tables; one query does the rest. No torch here.
 """
 

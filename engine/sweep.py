@@ -54,7 +54,7 @@ class SweepRequest:
     faults: dict[str, str] = field(default_factory=dict)  # test hook: combination label -> crash | hang
     device_kind: str | None = None  # provenance: the lent machine kind, if any
     note: str | None = None
-    # Skip combinations the memory model (engine/memory.py, calibrated on measured fits) says cannot fit
+    # Skip combinations the memory model (engine/predict/memory.py, calibrated on measured fits) says cannot fit
     # or cannot beat a dominating one; recorded as source 'predicted', failure_kind 'memory'. CUDA only.
     memory_skip: bool = True
     # A trial that crashed or timed out twice (and never got a result) is not tried again on resume: the
@@ -386,10 +386,10 @@ def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, 
 
 def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
     """The memory model's calibration for this model, from the measured fits in this database and the
-    shipped one; None on the CPU or when turned off. Only a trusted one skips (memory.skip_reason)."""
+    shipped one; None on the CPU or when turned off. Only a trusted one skips (calibration.skip_reason)."""
     if not req.memory_skip or req.device != "cuda":
         return None
-    from engine import memory
+    from engine.predict import calibration
     from engine.data.paths import shipped_db
 
     rows = store.query("SELECT * FROM trials WHERE source = 'measured'")
@@ -400,7 +400,7 @@ def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
     except PlannerError:
         pass  # no shipped database (or an older one): calibrate on this one alone
     try:
-        return memory.kappa_for(presets.model(req.model), memory.calibrate(rows, presets))
+        return calibration.kappa_for(presets.model(req.model), calibration.calibrate(rows, presets))
     except PlannerError:
         return None
 
@@ -414,14 +414,14 @@ def _memory_skipped_keys(store: Store, specs: list[TrialSpec], cannot_fit_only: 
 
 def _memory_skip(req: SweepRequest, spec: TrialSpec, presets: Presets, cal, floor: int | None, by: str,
                  run_id: str) -> Trial | None:
-    """A 'predicted' row saying why this trial need not run, or None to run it (engine/memory.py)."""
+    """A 'predicted' row saying why this trial need not run, or None to run it (engine/predict/memory.py)."""
     if cal is None:
         return None
-    from engine import memory
+    from engine.predict import calibration
 
     model, gpu = presets.model(spec.model), presets.gpu(spec.gpu)
     n = spec.num_gpus * spec.num_nodes
-    found = memory.skip_reason(model, gpu, spec.methods, n, cal, None if req.exhaustive else floor, by,
+    found = calibration.skip_reason(model, gpu, spec.methods, n, cal, None if req.exhaustive else floor, by,
                                _cap(spec, presets))
     if found is None:
         return None

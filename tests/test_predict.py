@@ -12,7 +12,8 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from engine.data import formulas, space
-from engine import memory, predict
+from engine.predict import calibration, memory
+from engine import predict
 from engine.data import store as store_mod
 from engine.data.paths import shipped_db
 from engine.data.presets import load_presets
@@ -99,18 +100,18 @@ def test_calibration_brackets_kappa_from_measured_fits(presets):
     static = sum(memory.static_terms(m, space.FREE_LUNCH, 1).values())
     act = sum(memory.activation_terms(m, space.FREE_LUNCH).values())
     row = _measured(m.id, space.FREE_LUNCH, micro_batch=16, pass_s=1.0)
-    lo, hi = memory.fit_bracket(row, presets)
+    lo, hi = calibration.fit_bracket(row, presets)
     cap = memory.capacity_bytes(gpu)
     assert hi == pytest.approx((cap - static) / (16 * act)) and lo == pytest.approx((cap - static) / (32 * act))
-    cal = memory.calibrate([row], presets)["GPTNeoX"]
+    cal = calibration.calibrate([row], presets)["GPTNeoX"]
     assert lo < cal.kappa <= hi and cal.kappa == pytest.approx(math.sqrt(lo * hi)) and cal.conflicts == 0
 
 
 def test_the_shipped_measurements_agree_with_one_kappa(presets):
     with Store.open(shipped_db()) as s:
         rows = s.trials(source="measured")
-    cal = memory.calibrate(rows, presets)["GPTNeoX"]
-    t = 1 + memory.FIT_TOLERANCE  # a fit boundary is only this sharp
+    cal = calibration.calibrate(rows, presets)["GPTNeoX"]
+    t = 1 + calibration.FIT_TOLERANCE  # a fit boundary is only this sharp
     assert cal.rows >= 11 and cal.conflicts == 0 and cal.low / t < cal.kappa <= cal.high * t
 
 
@@ -471,7 +472,7 @@ def test_the_sweep_skips_what_cannot_win_and_runs_the_rest(presets, tmp_path):
         shipped = _memory_calibration(req, presets, s)  # from the shipped measurements
     assert shipped is not None and shipped.rows > 0
     # kappa 1.1-1.3: inside the bracket of the measured Pythia-1B ZeRO-1 + offload trial (fits 16, not 32)
-    cal = memory.Calibration("GPTNeoX", 1.2, 1.1, 1.3, 1)
+    cal = calibration.Calibration("GPTNeoX", 1.2, 1.1, 1.3, 1)
 
     def spec(m):
         return TrialSpec(key=f"k|{m.label}", model="pythia-1b", gpu="h100", num_gpus=1, methods=m)
@@ -489,7 +490,7 @@ def test_the_sweep_skips_what_cannot_win_and_runs_the_rest(presets, tmp_path):
 def test_replaying_the_measured_sweeps_never_skips_a_result(presets):
     with Store.open(shipped_db()) as s:
         rows = s.trials(source="measured")
-    r = memory.replay_skips(rows, presets)
+    r = calibration.replay_skips(rows, presets)
     assert r["trials"] == len(rows) and r["wrong"] == []
     assert 0 <= r["saved_s"] < r["search_s"]
     # The exhaustive 2 x H200 search timed combinations the model calls dominated: each was slower than
@@ -500,12 +501,12 @@ def test_replaying_the_measured_sweeps_never_skips_a_result(presets):
     faster = [dict(x, days=x["days"] / 10) if x["model"] == first["model"] and x["gpu"] == first["gpu"]
               and x["num_gpus"] == first["num_gpus"] and memory.methods_of(x).label == first["label"] else x
               for x in rows]
-    assert [w["label"] for w in memory.replay_skips(faster, presets)["wrong"]] == [first["label"]]
+    assert [w["label"] for w in calibration.replay_skips(faster, presets)["wrong"]] == [first["label"]]
     # ... and so would one that fitted above the floor the skip stood on, slower or not.
     bigger = [dict(x, micro_batch=x["micro_batch"] * 4) if x["model"] == first["model"] and x["gpu"] == first["gpu"]
               and x["num_gpus"] == first["num_gpus"] and memory.methods_of(x).label == first["label"] else x
               for x in rows]
-    assert [w["label"] for w in memory.replay_skips(bigger, presets)["wrong"]] == [first["label"]]
+    assert [w["label"] for w in calibration.replay_skips(bigger, presets)["wrong"]] == [first["label"]]
 
     # A trial its sweep called dominated at a floor no memory can reach is skipped, and its time saved.
     ckpt = next(x for x in rows if x["model"] == "pythia-160m" and x["activation_checkpointing"]
@@ -514,8 +515,8 @@ def test_replaying_the_measured_sweeps_never_skips_a_result(presets):
                 "update_s": None, "mfu": None, "micro_batch": None, "grad_accum": None, "failure_kind": "dominated",
                 "failure_message": "dominated: fits micro-batch 512, no more than a measured combination with "
                                    "fewer methods (512)"}
-    base = memory.replay_skips([x for x in rows if x is not ckpt], presets)
-    r = memory.replay_skips([x for x in rows if x is not ckpt] + [hopeless], presets)
+    base = calibration.replay_skips([x for x in rows if x is not ckpt], presets)
+    r = calibration.replay_skips([x for x in rows if x is not ckpt] + [hopeless], presets)
     assert r["wrong"] == [] and r["saved_s"] >= base["saved_s"] + 30.0
     assert any(x["label"] == "ckpt" and x["model"] == "pythia-160m" for x in r["skipped"])
 
@@ -584,7 +585,7 @@ def test_help_fits_80_columns():
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
-@pytest.mark.parametrize("module", ["engine.memory", "engine.predict"])
+@pytest.mark.parametrize("module", ["engine.predict.memory", "engine.predict"])
 def test_prediction_modules_load_neither_torch_nor_textual(module):
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import {module}; "
             "print([m for m in sys.modules if m.split('.')[0] in ('torch', 'textual', 'transformers')])")

@@ -1,4 +1,4 @@
-"""`tui-planner predict`: training days on a GPU type and count nobody measured (engine/predict.py),
+"""`tui-planner predict`: training days on a GPU type and count nobody measured (engine/predict/),
 the memory model's micro-batch per method, the error band, and `--validate` to say how good it is."""
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE trials ADD COLUMN kernel VARCHAR;
     ALTER TABLE trials ADD COLUMN duration_s DOUBLE;
     """,
-    # Version 3: predictions (engine/predict.py) carry what they were predicted from, an error band from
+    # Version 3: predictions (engine/predict/) carry what they were predicted from, an error band from
     # the leave-one-out validation, and the memory model's need at the chosen micro-batch.
     3: """
     ALTER TABLE trials ADD COLUMN basis VARCHAR;

@@ -1,0 +1,255 @@
+"""Calibrating the memory model on what the sweeps found, and skipping what cannot fit.
+
+Each measured row says "micro-batch b fitted and 2b did not" (the engine searches powers of two until
+out-of-memory), which brackets kappa (engine/predict/memory.py); the calibration takes the middle of the
+range every row allows, per architecture. The sweep (engine/bench/sweep.py) uses a trusted calibration to
+skip combinations that cannot fit or cannot win; `replay_skips` says what that would have saved on the
+shipped sweeps. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from engine.data.errors import PlannerError
+from engine.data.presets import Gpu, Model, Presets
+from engine.data.space import Methods
+from engine.predict.memory import (Need, activation_terms, arch_of, capacity_bytes, gb, json_dict, methods_of,
+                                   micro_batches, need, shape, static_terms)
+
+@dataclass(frozen=True)
+class Calibration:
+    """kappa for one architecture (or, as a fallback, a family): the middle of the range the measured
+    fits allow."""
+
+    scope: str  # an architecture ('GPTNeoX') or a family ('transformer family')
+    kappa: float
+    low: float  # every row agrees kappa > low ...
+    high: float  # ... and kappa <= high (when low < high)
+    rows: int
+    conflicts: int = 0  # rows whose bracket misses the chosen kappa
+    basis: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        if not self.rows:
+            return f"kappa {self.kappa:g} for {self.scope} (uncalibrated: no measured fits)"
+        if self.low < self.high:
+            rng = f"{self.low:.2f}-{self.high:.2f}"
+        elif _near_miss(self.low, self.high):
+            rng = f"{self.high:.3f}-{self.low:.3f}, within the {FIT_TOLERANCE:.0%} a fit boundary is sharp,"
+        else:
+            rng = "no common range"
+        extra = f", {self.conflicts} rows disagree" if self.conflicts else ""
+        return f"kappa {self.kappa:.2f} for {self.scope} ({rng} from {self.rows} measured fits{extra})"
+
+    @property
+    def trusted(self) -> bool:
+        """Calibrated on this architecture's own fits, all agreeing: safe to skip trials with."""
+        return self.rows > 0 and self.conflicts == 0 and not self.scope.endswith(" family")
+
+
+def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float] | None:
+    """The kappa range one measured row allows: its searched micro-batch b fitted (kappa <= hi) and,
+    unless b was the largest candidate, 2b did not (kappa > lo). None when the row says nothing."""
+    if row.get("source") != "measured" or row.get("gpu") not in presets.gpus:
+        return None
+    try:
+        model = presets.model(row["model"])
+        s = shape(model)
+    except PlannerError:
+        return None
+    prov = json_dict(row.get("provenance"))
+    searched = prov.get("max_micro_batch_searched")
+    failed_at = None  # a micro-batch that ran out of memory, when that is all the row says
+    if row.get("failure_kind") == "oom" and not searched:
+        failed_at = 1
+    elif row.get("failure_kind") == "dominated" and not searched:
+        # The search started above a dominance floor and the first size tried did not fit.
+        found = _DOES_NOT_FIT.search(row.get("failure_message") or "")
+        if not found:
+            return None
+        failed_at = int(found.group(1))
+    elif not (row.get("feasible") and row.get("days")):
+        return None
+    searched = searched or row.get("micro_batch")
+    if searched is None and failed_at is None:
+        return None
+    methods = methods_of(row)
+    n = int(row["num_gpus"]) * int(row.get("num_nodes") or 1)
+    gpu = presets.gpu(row["gpu"])
+    cap = capacity_bytes(gpu)
+    stat = sum(static_terms(model, methods, n).values())
+    act = sum(activation_terms(model, methods).values())
+    if act <= 0 or s is None:
+        return None
+    candidates = micro_batches(model, n)
+    if failed_at is not None:
+        return ((cap - stat) / (failed_at * act), math.inf)
+    hi = (cap - stat) / (searched * act)
+    nxt = searched * 2
+    lo = (cap - stat) / (nxt * act) if nxt in candidates else 0.0
+    return (lo, hi)
+
+
+_DOES_NOT_FIT = re.compile(r"does not fit micro-batch (\d+)")
+_FITS_NO_MORE = re.compile(r"fits micro-batch (\d+), no more than (\S+)")
+
+
+def _recorded_floor(row: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The dominance floor a sweep recorded for a trial it called dominated, from its message."""
+    if row.get("failure_kind") != "dominated":
+        return None
+    text = row.get("failure_message") or ""
+    found = _FITS_NO_MORE.search(text)
+    if found:
+        return int(found.group(1)), found.group(2)
+    found = _DOES_NOT_FIT.search(text)
+    if found and int(found.group(1)) >= 2:
+        return int(found.group(1)) // 2, "a combination with fewer methods"
+    return None
+
+
+# How sharp a measured fit boundary is: the allocator's rounding and fragmentation move the largest
+# batch that fits by a little, so brackets that miss each other by under 2% still agree. (Pythia-160M on
+# one H100: checkpointing + ZeRO-3 + offload did not fit micro-batch 64, putting kappa above 0.972, while
+# checkpointing + ZeRO-1 + offload fitting 32 puts it at most 0.969.)
+FIT_TOLERANCE = 0.02
+
+
+def _near_miss(low: float, high: float) -> bool:
+    """Brackets whose lower bound passes the upper by less than a fit boundary is sharp: they agree."""
+    return low <= high * (1 + FIT_TOLERANCE)
+
+
+def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, Calibration]:
+    """kappa from the measured rows' micro-batch brackets, per architecture ('GPTNeoX', 'ViT', ...) and,
+    for architectures nobody measured, per family ('transformer family'): the geometric middle of the
+    range they all allow; when they disagree, the median of their middles."""
+    by_scope: dict[str, list[tuple[float, float, str]]] = {}
+    for r in rows:
+        b = fit_bracket(r, presets)
+        if b is None:
+            continue
+        model = presets.model(r["model"])
+        for scope in (arch_of(model), f"{shape(model).family} family"):
+            by_scope.setdefault(scope, []).append((b[0], b[1], str(r.get("trial_id", ""))[:8]))
+    out = {}
+    for scope, brackets in by_scope.items():
+        lo = max(b[0] for b in brackets)
+        hi = min(b[1] for b in brackets)
+        if lo < hi:
+            kappa = _middle(lo, hi)
+        elif _near_miss(lo, hi):
+            kappa = _middle(hi, lo)  # they miss each other by less than a fit boundary is sharp
+        else:
+            kappa = statistics.median(_middle(a, b) for a, b, _ in brackets)
+        t = 1 + FIT_TOLERANCE
+        conflicts = sum(1 for a, b, _ in brackets if not (a / t < kappa <= b * t))
+        out[scope] = Calibration(scope, kappa, lo, hi, len(brackets), conflicts, tuple(t for *_, t in brackets))
+    return out
+
+
+def _middle(lo: float, hi: float) -> float:
+    if lo > 0 and hi < math.inf:
+        return math.sqrt(lo * hi)
+    if lo > 0:  # only "did not fit" rows: a little above the least kappa they allow
+        return lo * 1.25
+    return hi / 1.25  # only "fitted" rows: a little below the most they allow
+
+
+def kappa_for(model: Model, calibrations: Mapping[str, Calibration]) -> Calibration:
+    """The model's architecture's calibration, else its family's, else kappa 1 (uncalibrated)."""
+    family = f"{shape(model).family} family"
+    return calibrations.get(arch_of(model)) or calibrations.get(family) or Calibration(family, 1.0, 0.0, 0.0, 0)
+
+
+# --- skipping what cannot fit (engine/sweep.py) ----------------------------------------------------------
+
+# A trial is skipped only when even the least memory the measured fits allow (kappa's lower bound)
+# overflows the GPU by this much: a wrong skip loses a measurement, a wrong run costs only a minute.
+SKIP_MARGIN = 0.10
+
+
+def skip_reason(model: Model, gpu: Gpu, methods: Methods, num_gpus: int, cal: Calibration | None,
+                floor: int | None = None, by: str = "", cap: int | None = None) -> tuple[str, Need] | None:
+    """Why a sweep need not run this combination, or None to run it. Two cases: it cannot fit micro-batch
+    1; or a combination with a subset of its methods already fits micro-batch `floor` (it only adds
+    overhead) and this one cannot fit 2 x floor, so it cannot win. Only with a trusted calibration:
+    this architecture's own measured fits, all agreeing."""
+    if cal is None or not cal.trusted:
+        return None
+    kappa = min(cal.low, cal.kappa) if cal.low > 0 else cal.kappa / 2  # the least the fits allow
+    usable = capacity_bytes(gpu)
+    limit = usable * (1 + SKIP_MARGIN)
+    first = need(model, methods, num_gpus, 1, kappa)
+    if first.total_bytes > limit:
+        return (f"skipped by the memory model: needs at least {gb(first.total_bytes)} at micro-batch 1 "
+                f"(static {gb(first.static_bytes)} + activations {gb(first.activation_bytes)}), "
+                f"{gb(usable)} usable"), first
+    candidates = micro_batches(model, num_gpus)
+    if floor and floor * 2 in candidates and (cap is None or floor * 2 <= cap):
+        above = need(model, methods, num_gpus, floor * 2, kappa)
+        if above.total_bytes > limit:
+            return (f"skipped by the memory model: dominated, {by} already runs micro-batch {floor} and this "
+                    f"needs at least {gb(above.total_bytes)} at {floor * 2}, {gb(usable)} usable"), above
+    return None
+
+
+def replay_skips(rows: Iterable[Mapping[str, Any]], presets: Presets, as_ran: bool = True) -> dict[str, Any]:
+    """What skipping would have saved on measured sweeps: replay each cell's trials in the order they
+    ran, kappa calibrated on the other cells only (so a cell never calibrates its own skips). as_ran
+    takes each dominated trial's floor from what its sweep recorded; otherwise floors come from today's
+    dominance rule (space.is_subset). A skip is 'wrong' when the trial's result denies it: it fitted
+    where the model said nothing would (at all, or above the floor), or it beat the combination that was
+    to dominate it."""
+    from engine.data import space
+
+    rows = [dict(r) for r in rows if r.get("source") == "measured" and r.get("gpu") in presets.gpus]
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)), []).append(r)
+    skipped, wrong, total = [], [], 0.0
+    for cell, trials in sorted(cells.items()):
+        try:
+            model = presets.model(cell[0])
+            shape(model)
+        except PlannerError:
+            continue
+        others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
+        cal = kappa_for(model, calibrate(others, presets))
+        gpu = presets.gpu(cell[1])
+        fits: dict[Methods, tuple[int, float]] = {}  # measured: micro-batch, days
+        for r in sorted(trials, key=lambda r: r.get("created_at") or 0):
+            total += r.get("duration_s") or 0.0
+            m = methods_of(r)
+            floor, by, by_days = None, "", None
+            for other, (mb, days) in fits.items():
+                if other != m and space.is_subset(other, m) and (floor is None or mb > floor):
+                    floor, by, by_days = mb, other.label, days
+            recorded = _recorded_floor(r) if as_ran else None
+            if recorded:
+                floor, by = recorded
+                by_days = next((d for other, (_, d) in fits.items() if other.label == by), None)
+            cap = model.training.batch_size // cell[2]
+            found = skip_reason(model, gpu, m, cell[2], cal, floor, by, cap)
+            if r.get("feasible") and r.get("days") and r.get("micro_batch"):
+                fits[m] = (r["micro_batch"], r["days"])
+            if found is None:
+                continue
+            item = {"model": cell[0], "gpu": cell[1], "num_gpus": cell[2], "label": m.label,
+                    "duration_s": r.get("duration_s") or 0.0, "outcome": r.get("failure_kind") or "measured",
+                    "reason": found[0]}
+            skipped.append(item)
+            if r.get("feasible") and r.get("days"):
+                said_no_fit = skip_reason(model, gpu, m, cell[2], cal, None, "", cap) is not None
+                # A dominance skip claims nothing above the floor fits: a measured micro-batch above it denies that.
+                fitted_above = floor is not None and (r.get("micro_batch") or 0) > floor
+                if said_no_fit or fitted_above or by_days is None or r["days"] < by_days:
+                    wrong.append(item)
+    saved = sum(s["duration_s"] for s in skipped)
+    return {"trials": sum(len(t) for t in cells.values()), "search_s": total, "skipped": skipped,
+            "saved_s": saved, "wrong": wrong}

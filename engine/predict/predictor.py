@@ -1,0 +1,359 @@
+"""The predictor: fits from the basis rows (engine/predict/fit.py), offloading's calibrations, and one
+prediction of a (model, GPU, count, methods) with every term that produced it and a line per term."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from engine.data import formulas, space
+from engine.data.presets import Gpu, Model, Presets
+from engine.data.space import Methods
+from engine.predict import calibration, memory
+from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
+from engine.predict.memory import shape
+from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
+                                  LINK_EFFICIENCY, MAX_COMPUTE_FRACTION, PredictError, arch_of, comm_bytes,
+                                  compute_peak_flops, flops_per_sample, group_of, host_bytes, host_bytes_per_s,
+                                  host_kind, host_transfers, link_bytes_per_s, offload_kind, optimizer_bytes,
+                                  recompute, traffic_terms)
+
+# --- predictions --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Prediction:
+    """One method combination on one hardware cell, with every term that produced it."""
+
+    model: str
+    gpu: str
+    num_gpus: int
+    methods: Methods
+    feasible: bool
+    reason: str = ""
+    micro_batch: int | None = None
+    grad_accum: int | None = None
+    pass_s: float | None = None
+    update_s: float | None = None
+    step_s: float | None = None
+    days: float | None = None
+    days_low: float | None = None
+    days_high: float | None = None
+    mfu: float | None = None
+    capped: bool = False
+    memory_need_gb: float | None = None
+    memory_capacity_gb: float | None = None
+    basis: str = ""
+    terms: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)  # the explanation, one term per line
+
+    @property
+    def label(self) -> str:
+        return self.methods.label
+
+
+class Predictor:
+    """Fits from a set of basis rows; predicts any (model, GPU, count, methods)."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
+                 bands: Mapping[str, Band] | None = None):
+        self.presets = presets
+        rows = [dict(r) for r in rows]
+        self.stored = rows
+        basis = distinct(b for b in (basis_row(r, presets) for r in rows) if b is not None)
+        self.basis = [b for b in basis if b.source == "measured" or use_paper]
+        self.calibrations = calibration.calibrate(rows, presets)
+        self.bands = dict(bands or {})
+        self._fits: dict[tuple[str, str, str], Fit | None] = {}
+        updates = [b.update_s / b.update_bytes for b in self.basis
+                   if b.update_s and b.update_bytes > 0 and b.source == "measured"]
+        self.x_u = statistics.median(updates) if updates else 1 / DEFAULT_UPDATE_BANDWIDTH_FRACTION
+        self.x_u_note = (f"update: {1 / self.x_u:.0%} of bandwidth, median of {len(updates)} measured updates"
+                         if updates else f"update: {DEFAULT_UPDATE_BANDWIDTH_FRACTION:.0%} of bandwidth assumed")
+        # The offload update per parameter each GPU holds, per implementation: CPU Adam over the fp32 master
+        # weights and moments plus the copy back, measured together. DeepSpeed's vectorized CPU Adam and
+        # FSDP's torch.optim.Adam on the CPU differ several-fold, so each is calibrated from its own rows;
+        # an implementation nobody measured takes the other's rows, then the assumption.
+        per_param: dict[str, list[float]] = {"zero": [], "fsdp": []}
+        for b in self.basis:
+            if b.source == "measured" and b.methods.offloading and b.update_s:
+                params = shape(presets.model(b.model)).params / b.num_gpus
+                per_param[offload_kind(b.methods)].append(b.update_s / params)
+        self.offload_update_s: dict[str, float] = {}
+        self.cpu_note: dict[str, str] = {}
+        for k, v in per_param.items():
+            other = [x for kk, vv in per_param.items() if kk != k for x in vv]
+            if v:
+                self.offload_update_s[k] = statistics.median(v)
+                self.cpu_note[k] = f"{len(v)} measured {k} offload updates"
+            elif other:
+                self.offload_update_s[k] = statistics.median(other)
+                self.cpu_note[k] = f"no measured {k} offload update: {len(other)} of the other implementation"
+            else:
+                self.offload_update_s[k] = DEFAULT_CPU_ADAM_S_PER_PARAM
+                self.cpu_note[k] = "assumed (no measured offload update)"
+            self.cpu_note[k] = f"offload update {self.offload_update_s[k] * 1e9:.2f} ns/param: " + self.cpu_note[k]
+        # How much of offloading's copies a pass exposes, per implementation: each measured offload pass,
+        # less what its group's fit (and its model's residual) says the same pass takes on the GPU, over its
+        # copies' time at LINK_EFFICIENCY of PCIe; clipped to [0, 1] (prefetch can hide copies behind the
+        # GPU's work, never make them cost less than nothing or more than in full); median.
+        # DeepSpeed's offloaded passes instead: the copies at the PCIe rate plus a latency per module transfer
+        # (host_transfers), per stage, median over measured offload passes of other cells.
+        rates: dict[str, list[float]] = {"fsdp": []}
+        lat: dict[str, list[float]] = {"zero2": [], "zero3": []}
+        for b in self.basis:
+            if b.source != "measured" or not b.methods.offloading or not b.host_pass_s or not b.timed_micro_batch:
+                continue
+            f = self.fit(b.arch, b.group, b.family)
+            if f is None:
+                continue
+            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, b.model, b.group))
+                     * f.per_sample(b.compute_s, b.memory_s))
+            copies_s = b.host_pass_s / LINK_EFFICIENCY
+            exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
+            kind = host_kind(b.methods)
+            if kind == "fsdp":
+                rates[kind].append(min(1.0, max(0.0, exposed / copies_s)))
+            else:
+                lat[kind].append(max(0.0, exposed - copies_s) / host_transfers(presets.model(b.model), b.methods))
+        self.host_exposed = {k: statistics.median(v) if v else 1.0 for k, v in rates.items()}
+        self.host_note = {k: (f"{self.host_exposed[k]:.0%} of the copy time exposed, median of {len(v)} measured "
+                              f"{k} offload passes" if v else f"copies exposed in full (no measured {k} offload pass)")
+                          for k, v in rates.items()}
+        self.host_latency_s: dict[str, float] = {}
+        for k, v in lat.items():
+            pool = v or [x for vv in lat.values() for x in vv]
+            self.host_latency_s[k] = statistics.median(pool) if pool else 0.0
+            self.host_exposed[k] = 1.0
+            self.host_note[k] = (f"copies in full + {self.host_latency_s[k] * 1e3:.1f} ms per layer transfer, median "
+                                 f"of {len(pool)} measured {k if v else 'ZeRO'} offload passes" if pool else
+                                 f"copies in full, no latency (no measured ZeRO offload pass)")
+
+    @staticmethod
+    def _own_rows(f: "Fit", model_id: str, group: str) -> list[BasisRow]:
+        """This model's rows in the fit that its residual comes from: the unsharded ones where it has any,
+        else all. A residual is about the model, the same for each of its settings (so a setting's terms,
+        such as offloading's copies, keep their order); sharded rows also carry what the time model leaves
+        out of sharding (FSDP's re-gathers in a checkpointed recompute), which would land on every setting."""
+        mine = [b for b in f.rows if b.model == model_id]
+        # A fit borrowed from another group (no rows of its own) lends its residual too: from the rows it
+        # was fitted on, compiled before naive, so the model's settings on the same fit share one residual.
+        own = ([b for b in mine if b.group == group] or [b for b in mine if b.group != "naive"] or mine)
+        return [b for b in own if b.methods.sharding == "none"] or own
+
+    @staticmethod
+    def _residual(f: "Fit", rows: Sequence[BasisRow]) -> float:
+        """Measured / fitted pass of these rows of the model (1 if it has none in the fit)."""
+        return statistics.median(b.per_sample_s / f.per_sample(b.compute_s, b.memory_s) for b in rows) if rows else 1.0
+
+    # -- fits --
+
+    def fit(self, arch: str, group: str, family: str = "") -> Fit | None:
+        """The first basis that has rows: this architecture's measurements; else the measurements of
+        other architectures of its family (a transformer is fitted from transformers); else the paper's
+        plausible rows of this architecture (its timer did not synchronize: optimistic)."""
+        levels = (
+            ("measured", lambda b: b.source == "measured" and b.arch == arch, ""),
+            ("family", lambda b: b.source == "measured" and family and b.family == family,
+             f"no {arch} measurement: measured {family} architectures"),
+            ("paper", lambda b: b.source != "measured" and b.arch == arch,
+             "no measurement: the paper's plausible rows, optimistic (unsynchronized timer)"),
+        )
+        for level, pick, why in levels:
+            f = self._fit_level((arch, group, level), [b for b in self.basis if pick(b)], group)
+            if f is not None:
+                return replace(f, note="; ".join(x for x in (why, f.note) if x)) if why else f
+        return None
+
+    def _fit_level(self, key: tuple[str, str, str], rows: list[BasisRow], group: str) -> Fit | None:
+        if key not in self._fits:
+            rows = [b for b in rows if not b.host_pass_s]  # their passes hold the host copies
+            f = fit_rows(key[0], group, [b for b in rows if b.group == group])
+            if f is None and group == "compiled":
+                c = fit_rows(key[0], "compiled-mask", [b for b in rows if b.group == "compiled-mask"])
+                why = "only rows measured with the dense causal mask (before the fix): slower than today"
+                f = replace(c, group=group, note=why) if c else None
+            # No "compiled-mask" fit without dense-mask rows: today's compiled fit would predict the fixed
+            # engine, not the one that measured the row (validation then says it has no basis).
+            if f is None and group == "uncompiled":
+                # No uncompiled rows: GEMMs run as in the compiled fit, elementwise kernels as in naive.
+                c = fit_rows(key[0], "compiled", [b for b in rows if b.group == "compiled"])
+                nv = fit_rows(key[0], "naive", [b for b in rows if b.group == "naive"])
+                if c and nv:
+                    f = Fit(key[0], group, c.x_c, nv.x_m, c.rows + nv.rows,
+                            "no uncompiled rows: compute fraction of the compiled fit, bandwidth of the naive fit")
+                elif c or nv:
+                    f = replace(c or nv, group=group, note=f"no uncompiled rows: the {(c or nv).group} fit")
+            self._fits[key] = f
+        return self._fits[key]
+
+    def band(self, arch: str) -> Band | None:
+        return self.bands.get(arch)
+
+    # -- one prediction --
+
+    def predict(self, model_id: str, gpu_id: str, num_gpus: int, methods: Methods,
+                dense_causal_mask: bool = False) -> Prediction:
+        """dense_causal_mask: predict the engine before its causal-attention fix (validation of rows it
+        measured); predictions otherwise are for today's engine."""
+        presets = self.presets
+        model, gpu = presets.model(model_id), presets.gpu(gpu_id)
+        p = Prediction(model.id, gpu.id, num_gpus, methods, feasible=False)
+        if num_gpus < 1 or model.training.batch_size % num_gpus:
+            raise PredictError(f"{num_gpus} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
+        if not space.is_valid(methods, num_gpus):
+            raise PredictError(f"{methods.label} is not in the search space on {num_gpus} GPU(s)")
+        if model.training.precision == "bf16" and not gpu.bf16:
+            p.reason = f"{model.id} trains in bf16, which the {gpu.name} does not support"
+            return p
+        s = shape(model)
+        peak = compute_peak_flops(gpu, model, methods)
+        if peak is None:
+            p.reason = (f"{model.id} trains in fp32; without TF32 ({'naive' if not methods.free_lunch else 'no TF32 on this GPU'}) "
+                        "it runs on CUDA cores, whose peak the GPU presets do not hold")
+            return p
+        group = group_of(model, methods, dense_causal_mask)
+        arch = arch_of(model)
+        f = self.fit(arch, group, s.family)
+        if f is None and group == "compiled-mask":
+            p.reason = ("no basis for the engine before its causal-attention fix: no other row (without "
+                        "offloading) was measured with the dense mask; measure this one again with today's engine")
+            return p
+        if f is None:
+            p.reason = (f"no basis: nothing measured for {arch} or other {s.family} models, and no plausible "
+                        f"paper row for {arch}; measure one with `tui-planner bench`")
+            return p
+        # Memory: the largest micro-batch that fits.
+        cal = calibration.kappa_for(model, self.calibrations)
+        mb = memory.max_micro_batch(model, gpu, methods, num_gpus, cal.kappa)
+        cap_b = memory.capacity_bytes(gpu)
+        p.memory_capacity_gb = cap_b / 1e9
+        first = memory.need(model, methods, num_gpus, max(mb, 1), cal.kappa)
+        p.memory_need_gb = first.total_bytes / 1e9
+        p.terms["memory"] = {"static": dict(first.static), "activations_per_sample": dict(first.activations_per_sample),
+                             "kappa": cal.kappa, "calibration": cal.describe()}
+        if mb == 0:
+            p.reason = (f"does not fit: needs {p.memory_need_gb:.1f} GB at micro-batch 1 (static "
+                        f"{first.static_bytes / 1e9:.1f} GB + activations {first.activation_bytes / 1e9:.1f} GB) "
+                        f"of {p.memory_capacity_gb:.1f} GB usable")
+            p.lines = _memory_lines(first, p.memory_capacity_gb)
+            return p
+        accum = formulas.grad_accum_steps(model.training.batch_size, num_gpus, mb)
+        # Time.
+        compute_s = recompute(model, methods) * flops_per_sample(model) / peak
+        traffic = traffic_terms(model, methods)
+        bw = gpu.memory_bandwidth_gbs * 1e9
+        memory_s = sum(traffic.values()) / bw
+        same = self._own_rows(f, model.id, group)
+        residual = self._residual(f, same)
+        compute_part = residual * mb * f.x_c * compute_s
+        memory_part = residual * mb * f.x_m * memory_s
+        cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
+        hb_pass, hb_update = host_bytes(model, methods, num_gpus)
+        kind = offload_kind(methods)
+        link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu)
+        exposed = self.host_exposed.get(host_kind(methods), 1.0) if hb_pass else 0.0
+        latency = self.host_latency_s.get(host_kind(methods), 0.0) * host_transfers(model, methods)
+        comm_pass, host_pass = cb_pass / link, exposed * hb_pass / host + latency
+        pass_s = compute_part + memory_part + comm_pass + host_pass
+        opt_bytes = optimizer_bytes(model, methods, num_gpus)
+        gpu_update = self.x_u * opt_bytes / bw
+        cpu_update = self.offload_update_s[kind] * s.params / num_gpus if methods.offloading else 0.0
+        update_s = gpu_update + cpu_update + cb_update / link
+        step_s = formulas.step_time_s(pass_s, accum, update_s)
+        flops_step = model.flops_per_step
+        mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
+        capped = mfu > MAX_COMPUTE_FRACTION
+        if capped:  # never faster than the cap allows
+            step_s = flops_step / (num_gpus * gpu.peak_16bit_flops * MAX_COMPUTE_FRACTION)
+            mfu = MAX_COMPUTE_FRACTION
+        days = formulas.training_days(step_s, model.training.steps)
+        p.feasible, p.micro_batch, p.grad_accum = True, mb, accum
+        p.pass_s, p.update_s, p.step_s, p.days, p.mfu, p.capped = pass_s, update_s, step_s, days, mfu, capped
+        p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
+        band = self.band(arch)
+        if band:
+            p.days_low = max(days * band.low_factor, formulas.training_days(
+                flops_step / (num_gpus * gpu.peak_16bit_flops * MAX_COMPUTE_FRACTION), model.training.steps))
+            p.days_high = days * band.high_factor
+        basis_rows = same or f.rows
+        kind = ("measured" if all(b.source == "measured" for b in f.rows) else
+                "paper (optimistic: unsynchronized timer)" if all(b.source != "measured" for b in f.rows) else
+                "measured and paper")
+        p.basis = (f"{group} fit of {len(f.rows)} {kind} rows ({', '.join(b.label() for b in f.rows[:6])}"
+                   f"{', ...' if len(f.rows) > 6 else ''})"
+                   + (f"; residual {residual:.2f} from {', '.join(b.label() for b in same)}" if same else ""))
+        p.terms.update({
+            "group": group, "x_c": f.x_c, "x_m": f.x_m, "fit_note": f.note, "residual": residual,
+            "compute_s_per_sample": compute_s, "traffic_bytes_per_sample": traffic, "peak_flops": peak,
+            "bandwidth_bytes_s": bw, "compute_part_s": compute_part, "memory_part_s": memory_part,
+            "comm_pass_bytes": cb_pass, "comm_update_bytes": cb_update, "link_bytes_s": link,
+            "host_pass_bytes": hb_pass, "host_update_bytes": hb_update, "host_bytes_s": host, "host_exposed": exposed,
+            "host_transfers": host_transfers(model, methods), "host_latency_s": latency,
+            "gpu_update_s": gpu_update, "cpu_update_s": cpu_update, "x_u": self.x_u, "capped": capped,
+            "basis_trials": [b.trial_id for b in basis_rows], "band": band.what if band else None,
+        })
+        p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
+        return p
+
+    def _explain(self, p: Prediction, model: Model, gpu: Gpu, f: Fit, first: memory.Need, mb: int, accum: int,
+                 compute_s: float, memory_s: float, residual: float, same: Sequence[BasisRow],
+                 band: Band | None) -> list[str]:
+        t = p.terms
+        need_mb = memory.need(model, p.methods, p.num_gpus, mb, first.kappa)
+        lines = _memory_lines(need_mb, p.memory_capacity_gb)
+        k = f" x {model.recompute_factor:.3g} (ckpt's recompute)" if p.methods.activation_checkpointing else ""
+        lines += [
+            f"fit: {GROUP_WORDS[f.group]}, {len(f.rows)} rows: {f.compute_fraction:.0%} of peak, "
+            f"{f.bandwidth_fraction:.0%} of bandwidth" + (f" ({f.note})" if f.note else ""),
+            f"compute: {mb} x {flops_per_sample(model):.3g} FLOP{k} / ({t['peak_flops'] / 1e12:.0f} TFLOP/s x "
+            f"{f.compute_fraction:.0%}) = {t['compute_part_s'] / residual:.3f} s",
+            f"memory-bound: {mb} x {sum(t['traffic_bytes_per_sample'].values()) / 1e9:.2f} GB / "
+            f"({gpu.memory_bandwidth_gbs:.0f} GB/s x {f.bandwidth_fraction:.0%}) = {t['memory_part_s'] / residual:.3f} s",
+        ]
+        if same:
+            lines.append(f"x {residual:.2f}: this model's own rows vs the fit ({', '.join(b.label() for b in same)})")
+        if t["comm_pass_bytes"]:
+            lines.append(f"communication: {t['comm_pass_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
+                         f"= {t['comm_pass_bytes'] / t['link_bytes_s']:.3f} s per pass (no overlap credit)")
+        if t["comm_update_bytes"]:
+            lines.append(f"communication: {t['comm_update_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
+                         f"= {t['comm_update_bytes'] / t['link_bytes_s']:.3f} s per step, in the update")
+        if t["host_pass_bytes"]:
+            per_transfer = (f" + {t['host_transfers']} layer transfers x "
+                            f"{t['host_latency_s'] / t['host_transfers'] * 1e3:.1f} ms" if t["host_transfers"] else "")
+            lines.append(f"offload copies: {t['host_exposed']:.2f} x {t['host_pass_bytes'] / 1e9:.2f} GB / "
+                         f"{t['host_bytes_s'] / 1e9:.1f} GB/s{per_transfer} = "
+                         f"{t['host_exposed'] * t['host_pass_bytes'] / t['host_bytes_s'] + t['host_latency_s']:.3f} "
+                         f"s per pass ({self.host_note.get(host_kind(p.methods), '')})")
+        lines.append(f"pass {p.pass_s:.3f} s; update {p.update_s:.3f} s ("
+                     + (self.cpu_note[offload_kind(p.methods)] if p.methods.offloading else self.x_u_note) + ")")
+        lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
+                     f"x {model.training.steps:,} steps = {p.days:.1f} days")
+        lines.append(f"MFU {p.mfu:.0%} of the {gpu.peak_16bit_tflops:.0f} TFLOP/s dense 16-bit peak"
+                     + (f", capped at {MAX_COMPUTE_FRACTION:.0%}" if p.capped else ""))
+        if band and p.days_low is not None:
+            lines.append(f"band {p.days_low:.1f}-{p.days_high:.1f} days: {band.what}")
+        return lines
+
+    # -- a whole cell --
+
+    def predict_cell(self, model_id: str, gpu_id: str, num_gpus: int, method_set: str = "all") -> list[Prediction]:
+        """Every combination of the search space on this cell, fastest feasible first."""
+        out = [self.predict(model_id, gpu_id, num_gpus, m) for m in space.search_space(method_set, num_gpus)]
+        return sorted(out, key=lambda p: (not p.feasible, p.days if p.days is not None else math.inf))
+
+
+def _memory_lines(need: memory.Need, capacity_gb: float | None) -> list[str]:
+    static = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in need.static.items() if v)
+    act = ", ".join(f"{k} {v / 1e9:.2f}" for k, v in need.activations_per_sample.items() if v)
+    return [
+        f"memory at micro-batch {need.micro_batch}: {need.total_bytes / 1e9:.1f} of {capacity_gb:.1f} GB usable",
+        f"static {need.static_bytes / 1e9:.1f} GB: {static}",
+        f"activations {need.kappa:.2f} x {need.micro_batch} x {sum(need.activations_per_sample.values()) / 1e9:.2f} "
+        f"GB/sample: {act}",
+    ]
+
+

@@ -1,0 +1,278 @@
+"""Predict training days for a model on a GPU type and count nobody measured, and say how good that is.
+
+The time model is a roofline fitted to measurements (every term below says where it comes from):
+
+    pass_s   = residual x micro_batch x (x_c x compute_s + x_m x memory_s) + comm_s + host_s
+      compute_s = k x FLOPs per sample / dense peak        (k with checkpointing: 1 + the preset's
+                                                           checkpoint_recompute, what it runs again)
+      memory_s  = memory-bound bytes per sample / bandwidth (eager attention scores, logits and loss,
+                  elementwise layers: counted per architecture in `traffic_terms`)
+      x_c, x_m  = 1 / achieved fraction of peak and of bandwidth, fitted by least squares (relative
+                  error) over the basis rows of the same architecture and kernel group (naive
+                  eager; free-lunch compiled; free-lunch uncompiled, as ZeRO runs); x_c >= 1/0.6, so no
+                  prediction claims more than 60% of the dense peak
+      residual  = measured / fitted pass of the same model in the same group on other hardware: its
+                  unsharded rows if any, else all (1 if none)
+      comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
+                  per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
+                  step goes into the update, as the engine times it
+      host_s    = e x CPU <-> GPU bytes per pass with offloading / (PCIe per direction x 0.7): e in [0, 1] is
+                  the exposed share of the copies (the rest overlaps the GPU's work through prefetch), per
+                  implementation (DeepSpeed ZeRO-Offload, FSDP CPU offload), median over measured offload
+                  passes of other cells (what they took beyond their GPU work / their copy time); 1 if none
+    update_s = x_u x optimizer bytes / bandwidth + per-step communication; with offloading instead the
+               parameters each GPU holds x the measured offload update per parameter of that
+               implementation (CPU Adam + the copy back: DeepSpeed's vectorized CPU Adam ~0.5 ns/param,
+               FSDP's torch.optim.Adam on the CPU ~3 ns/param), median over other cells' offload rows
+    step_s   = pass_s x accumulation + update_s;  days = step_s x steps / 86400
+    micro_batch = the largest power of two the memory model fits (engine/predict/memory.py); none: infeasible
+
+Basis rows are measured ones (synchronized timings); a configuration measured more than once (the same cell
+and setting on other days) enters once, as its median-days measurement. An architecture with no measured rows falls back to the
+paper's Table 1/4 rows whose implied MFU is plausible (<= 60%), marked as such: the paper's timer did not
+synchronize the GPU, so even those can be optimistic. The error band comes from leave-one-out over the
+same basis (`validate`): each measured cell (model x GPU x count) is predicted from all other cells.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+from engine.data import formulas, space
+from engine.data.errors import PlannerError
+from engine.data.presets import Gpu, Model
+from engine.data.space import Methods
+from engine.predict import memory
+from engine.predict.memory import shape
+
+# A prediction never claims more than this share of the dense peak (formulas.IMPLAUSIBLE_MFU: well-tuned
+# training reaches 40-55%); nor more than this share of the memory bandwidth.
+MAX_COMPUTE_FRACTION = formulas.IMPLAUSIBLE_MFU
+MAX_BANDWIDTH_FRACTION = 0.9
+# Used where no basis row pins a value down (each use is named in the prediction's explanation).
+DEFAULT_BANDWIDTH_FRACTION = 0.7
+DEFAULT_UPDATE_BANDWIDTH_FRACTION = 0.5
+# NCCL and PCIe copies reach roughly 70% of a link's per-direction rate (an assumption until a
+# multi-GPU measurement calibrates it).
+LINK_EFFICIENCY = 0.7
+# Host link (CPU <-> GPU) where the GPU preset does not name one: the PCIe generation of that
+# architecture's SXM boards, x16, per direction, GB/s.
+PCIE_X16_GBS = {"3": 15.75, "4": 31.5, "5": 63.0, "6": 121.0}
+HOST_PCIE_BY_ARCHITECTURE = {"volta": "3", "turing": "3", "ampere": "4", "ada": "4", "hopper": "5", "blackwell": "5"}
+# CPU Adam where no measured offload row says how fast the host is: ~28 bytes of fp32 state read and
+# written per parameter at ~10 GB/s of host memory bandwidth (PyTorch's CPU Adam; an assumption).
+DEFAULT_CPU_ADAM_S_PER_PARAM = 2.8e-9
+
+# Bytes moved per element, forward + backward, for the memory-bound kernels (counted in traffic_terms).
+EAGER_SCORE_TRAFFIC = 54  # QK^T out 2, scale 4, mask 4, fp32 softmax 6, cast 6, AV in 2; backward ~30
+LOGIT_TRAFFIC = 40  # 16-bit logits, fp32 upcast, log-softmax, its gradient, cast back, lm_head reads
+LAYER_ELEMENTWISE_TRAFFIC = 70  # per s.h per layer: 2 LayerNorms, GELU on 4h, residual adds, rotary
+MAMBA_SCAN_TRAFFIC = 36  # per token per expanded channel: conv1d, selective scan, gating, fwd + bwd
+CONVNEXT_BLOCK_TRAFFIC = 3 * memory.CONVNEXT_BLOCK_TENSORS  # each tensor written, read back, its gradient
+# Optimizer update, per parameter on the GPU: fused Adam reads weights, gradients and two moments
+# (16 bytes) and writes weights and moments (12); clipping reads the gradients again (4).
+ADAM_UPDATE_BYTES = 32
+
+GROUPS = ("naive", "compiled", "uncompiled", "compiled-mask")
+GROUP_WORDS = {"naive": "naive (eager attention, no compile)", "compiled": "free-lunch, compiled",
+               "uncompiled": "free-lunch without compile (ZeRO / non-compilable models)",
+               "compiled-mask": "free-lunch, compiled, dense causal mask (engine before its 2026-11-23 fixes)"}
+
+
+class PredictError(PlannerError):
+    """A prediction cannot be made as asked; the message says why and what would make it possible."""
+
+
+# --- the model's pieces -------------------------------------------------------------------------------
+
+
+arch_of = memory.arch_of  # fits, bands and calibrations are per architecture: 'GPTNeoX', 'ViT', ...
+
+
+def group_of(model: Model, methods: Methods, dense_causal_mask: bool = False) -> str:
+    """The kernel group: naive; compiled; uncompiled. `dense_causal_mask` names passes that ran with a
+    dense causal mask: compiled causal LMs got a dense (batch, 1, s, s) mask from transformers before the
+    engine's fixes, so SDPA ran cuDNN over every block instead of flash's causal half ("compiled-mask";
+    see dense_causal_mask_of). Predictions are for today's engine: "compiled"."""
+    if not methods.free_lunch:
+        return "naive"
+    if not space.uses_compile(methods, model.compile):
+        return "uncompiled"
+    return "compiled-mask" if dense_causal_mask and could_get_dense_causal_mask(model, methods) else "compiled"
+
+
+def could_get_dense_causal_mask(model: Model, methods: Methods) -> bool:
+    """Compiled SDPA in a causal LM: where transformers built a dense causal mask before the engine's fixes
+    (without checkpointing until 2026-11-23 04:00 UTC; with it, which runs without a cache and so looks for
+    packed sequences, until 2026-11-23 09:30 UTC)."""
+    return (model.objective == "causal-lm" and space.uses_compile(methods, model.compile)
+            and model.attention == "sdpa")
+
+
+def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods) -> bool:
+    """Whether a measured row ran with the dense causal mask: its provenance says what SDPA got
+    ("causal_mask", recorded since the first fix); a row that records nothing had one if it ran SDPA (or
+    is too old to say which kernel ran)."""
+    if row.get("source") != "measured" or not could_get_dense_causal_mask(model, methods):
+        return False
+    text = row.get("provenance")
+    try:
+        prov = json.loads(text) if isinstance(text, str) else (text or {})
+    except ValueError:
+        prov = {}
+    if isinstance(prov, dict) and "causal_mask" in prov:
+        return prov["causal_mask"] != "is_causal flag"
+    kernel = row.get("kernel")
+    return kernel is None or str(kernel).startswith("sdpa")  # flash-attn's own kernel never had the mask
+
+
+def compute_peak_flops(gpu: Gpu, model: Model, methods: Methods) -> float | None:
+    """The dense tensor peak the model's math runs at: 16-bit for fp16/bf16; TF32 for fp32 with free-lunch
+    (TF32 is part of it). fp32 without TF32 runs on CUDA cores, whose peak the presets do not hold."""
+    if memory.mixed_precision(model):
+        return gpu.peak_16bit_flops
+    if methods.free_lunch and gpu.peak_tf32_tflops:
+        return gpu.peak_tf32_tflops * 1e12
+    return None
+
+
+def flops_per_sample(model: Model) -> float:
+    """The preset's training FLOPs (the same figure MFU uses) per sample of the replication batch."""
+    return model.flops_per_step / model.training.batch_size
+
+
+def recompute(model: Model, methods: Methods) -> float:
+    """A pass's FLOPs (and elementwise bytes) under `methods` over a plain pass's: checkpointing runs part
+    of it again (the preset's `checkpoint_recompute`)."""
+    return model.recompute_factor if methods.activation_checkpointing else 1.0
+
+
+def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
+    """Memory-bound bytes moved per sample in one forward + backward (the roofline's memory term)."""
+    s = shape(model)
+    w = 1.0 if memory.mixed_precision(model) else 2.0
+    k = recompute(model, methods)  # the recompute moves its bytes again
+    terms: dict[str, float] = {}
+    if s.family in ("transformer", "mamba"):
+        terms["elementwise layers"] = k * LAYER_ELEMENTWISE_TRAFFIC * s.layers * s.tokens * s.hidden * w
+    if s.family == "transformer" and s.heads and not memory.fused_attention(model, methods):
+        terms["eager attention scores"] = k * EAGER_SCORE_TRAFFIC * s.layers * s.heads * s.tokens ** 2 * w
+    if s.family == "mamba":
+        terms["conv1d + selective scan"] = k * MAMBA_SCAN_TRAFFIC * s.layers * s.tokens * s.inner
+        if not methods.free_lunch:  # slow path: scan states written, read back and differentiated
+            terms["slow-path scan states"] = k * 24 * s.layers * s.tokens * s.inner * s.state
+    if s.family == "convnext":
+        elem = 2.0 if memory.mixed_precision(model) else 4.0
+        terms["blocks"] = k * CONVNEXT_BLOCK_TRAFFIC * elem * sum(r * r * c * d for r, c, d in s.stages)
+    terms["logits and loss"] = LOGIT_TRAFFIC * s.logit_positions * s.logit_width * (1 if w == 1 else 1.5)
+    return terms
+
+
+def link_bytes_per_s(gpu: Gpu, num_gpus: int) -> float:
+    """GPU-to-GPU rate per direction: the preset's figure is the bidirectional total. A 2-way bridge
+    joins only two cards: with more, traffic goes over the PCIe named in the preset."""
+    gbs = gpu.interconnect_gbs / 2
+    if num_gpus > 2 and "2-way" in gpu.interconnect:
+        gbs = pcie_gbs(gpu)
+    return gbs * 1e9 * LINK_EFFICIENCY
+
+
+def host_bytes_per_s(gpu: Gpu, fraction: float = LINK_EFFICIENCY) -> float:
+    """CPU <-> GPU rate per direction (offloading): the PCIe generation's rate x the fraction reached."""
+    return pcie_gbs(gpu) * 1e9 * fraction
+
+
+def pcie_gbs(gpu: Gpu) -> float:
+    found = re.search(r"PCIe (\d)", gpu.interconnect)
+    gen = found.group(1) if found else HOST_PCIE_BY_ARCHITECTURE.get(gpu.architecture, "4")
+    return PCIE_X16_GBS.get(gen, PCIE_X16_GBS["4"])
+
+
+def comm_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, float]:
+    """(bytes each GPU sends per pass, per update) between GPUs, as the engine times it. Ring collectives
+    send (N-1)/N of the buffer (an all-reduce twice that). DDP all-reduces the fp32 gradients once per
+    step (passes inside gradient accumulation run under no_sync); ZeRO reduce-scatters 16-bit gradients
+    on every pass and all-gathers 16-bit weights (stage 3: forward and backward of every pass; stages
+    1-2: once, after the update); FSDP gathers 16-bit weights on every pass (stage 3 again for the
+    backward) and reduce-scatters fp32 gradients."""
+    n = num_gpus
+    if n <= 1:
+        return 0.0, 0.0
+    psi = shape(model).params
+    ring = (n - 1) / n
+    half = 2.0 if memory.mixed_precision(model) else 4.0
+    extra_gather = 1 if methods.activation_checkpointing else 0  # the recomputed forward gathers again
+    if methods.sharding == "none":
+        return 0.0, 2 * ring * 4 * psi
+    if methods.deepspeed:
+        if methods.stage == 3:
+            return ring * half * psi * (3 + extra_gather), 0.0
+        return ring * half * psi, ring * half * psi
+    gathers = 1 if methods.stage == 2 else 2 + extra_gather
+    return ring * (gathers * half * psi + 4 * psi), 0.0
+
+
+def host_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, float]:
+    """(bytes over PCIe per pass, per update) with offloading. ZeRO-Offload sends 16-bit gradients to
+    the CPU each pass and 16-bit weights back after the update (stage 3: weights come in for the forward
+    and the backward, and the recomputed forward with checkpointing); FSDP's CPU offload brings the fp32
+    weight shard in for each gather (as comm_bytes counts them) and sends the fp32 gradients out. The
+    update's bytes are part of the measured offload update per parameter (Predictor.offload_update_s)."""
+    if not methods.offloading:
+        return 0.0, 0.0
+    psi = shape(model).params / max(num_gpus, 1)
+    half = 2.0 if memory.mixed_precision(model) else 4.0
+    extra_gather = 1 if methods.activation_checkpointing else 0  # the recomputed forward gathers again
+    if methods.deepspeed:
+        if methods.stage == 3:
+            return half * psi * (3 + extra_gather), 0.0
+        if methods.stage == 1:  # ZeRO-1 keeps gradients on the GPU through accumulation: out once per step
+            return 0.0, 2 * half * psi
+        return half * psi, half * psi  # ZeRO-2 moves each pass's gradient partition to the CPU
+    gathers = 1 if methods.stage == 2 else 2 + extra_gather
+    return 4 * psi * gathers + 4 * psi, 0.0
+
+
+def optimizer_bytes(model: Model, methods: Methods, num_gpus: int) -> float:
+    """Bytes the optimizer update moves in GPU memory (0 when the CPU steps)."""
+    if methods.offloading:
+        return 0.0
+    psi = shape(model).params
+    local = psi if methods.sharding == "none" else psi / num_gpus
+    return ADAM_UPDATE_BYTES * local
+
+
+
+
+def offload_kind(methods: Methods) -> str:
+    return "fsdp" if methods.fsdp else "zero"
+
+
+def host_kind(methods: Methods) -> str:
+    """The copy path of a pass with offloading: FSDP's CPU offload; DeepSpeed's ZeRO-2 (gradient partitions
+    out, accumulated in the CPU's fp32 buffer); ZeRO-3 (parameters in from the CPU too, per module)."""
+    return "fsdp" if methods.fsdp else f"zero{methods.stage}"
+
+
+def host_transfers(model: Model, methods: Methods) -> int:
+    """Module-by-module transfers between CPU and GPU in one pass with DeepSpeed offloading: each layer's
+    gradient partition out (ZeRO-2, ZeRO-3), its parameters in for the forward and the backward (ZeRO-3)
+    and for the recomputed forward with checkpointing. Each waits on its copy and the CPU's fp32 buffers,
+    a latency per layer that outweighs the bytes at these sizes (Predictor.host_latency_s)."""
+    if not methods.offloading or methods.fsdp or methods.stage == 1:
+        return 0
+    per_layer = 1 if methods.stage == 2 else 3 + (1 if methods.activation_checkpointing else 0)
+    return per_layer * shape(model).layers
+
+
+def json_field(text: Any, key: str) -> Any:
+    try:
+        value = json.loads(text) if isinstance(text, str) else (text or {})
+    except ValueError:
+        return None
+    return value.get(key) if isinstance(value, dict) else None
+
+
