@@ -182,14 +182,14 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         args["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # as the benchmark
     elif ckpt:
         notes.append(f"{model.hf_class} has no Hugging Face gradient checkpointing: the benchmark checkpointed "
-                     f"each {model.fsdp_wrap} (engine.modeling.enable_checkpointing); do the same in your script")
+                     f"each {model.fsdp_wrap} (engine.bench.modeling.enable_checkpointing); do the same in your script")
     if t.optimizer == "adam" and t.weight_decay and not (row["sharding"] or "").startswith("zero"):
         notes.append(f"the recipe names Adam with weight decay {t.weight_decay:g}; Hugging Face's optimizers decay "
                      "decoupled (AdamW): the same speed, slightly different updates")
     if row["compile"] and without_dense_masks(_prov(row)):
         notes.append("the benchmark gave compiled SDPA no dense mask (is_causal, or none for an encoder; "
                      "transformers builds one under torch.compile before torch 2.14): call "
-                     "engine.modeling.sdpa_without_dense_masks() before building the model, as launch.sh says, "
+                     "engine.bench.modeling.sdpa_without_dense_masks() before building the model, as launch.sh says, "
                      "or the passes are slower. It applies as in the benchmark: batches without an attention_mask "
                      "(no padding); with gradient checkpointing (no cache), unpacked=True says each row is one "
                      "sequence: leave it out if your data packs several documents into a row")
@@ -323,7 +323,7 @@ def _launch(plan: dict, model: Model) -> str:
         call = ("sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing), as measured"
                 if plan.get("activation_checkpointing") else
                 "sdpa_without_dense_masks()  # compiled attention without a dense mask, as measured")
-        model_line = "#   from engine.modeling import sdpa_without_dense_masks\n#   " + call + "\n" + model_line
+        model_line = "#   from engine.bench.modeling import sdpa_without_dense_masks\n#   " + call + "\n" + model_line
     conf = (plan.get("provenance") or {}).get("alloc_conf")
     # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.
     alloc = f'export PYTORCH_CUDA_ALLOC_CONF="${{PYTORCH_CUDA_ALLOC_CONF:-{conf}}}"\n' if conf else ""

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Callable
 
 from engine import recipe
-from engine.environment import die_with_parent, host_info, probe, trial_env
+from engine.bench.environment import die_with_parent, host_info, probe, trial_env
 from engine.data.errors import PlannerError
-from engine.events import parse_marker
-from engine.launcher import _kill_group
+from engine.bench.events import parse_marker
+from engine.bench.launcher import _kill_group
 
 RESULT = "verify.json"
 # What verify changes in training_args.json, and why: only the run's length and where it writes.

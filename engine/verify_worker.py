@@ -5,7 +5,7 @@ random data built as the engine builds them, timed step by step.
     torchrun --standalone --nproc-per-node N -m engine.verify_worker SPEC.json RESULT.json
 
 Each optimizer step is timed from the Trainer's on_step_begin to on_step_end with the device synchronized
-and all ranks at a barrier at both ends (engine.trial.Timer): the accumulation passes, clipping and the
+and all ranks at a barrier at both ends (engine.bench.trial.Timer): the accumulation passes, clipping and the
 optimizer step, as the benchmark's step = pass x accumulation + update. Fetching the step's micro-batches
 happens before on_step_begin, so data loading stays out, as in the benchmark; the time between
 consecutive step ends (data, logging included) is recorded apart. Imports torch; never writes a database.
@@ -20,16 +20,16 @@ import time
 import traceback
 from typing import Any
 
-from engine.trial import Timer, _versions, emit, finish_rank, is_oom
+from engine.bench.trial import Timer, _versions, emit, finish_rank, is_oom
 
 
 def _init_process_group(device: str, spec: dict[str, Any]) -> None:
-    """Start the process group as the benchmark's trial did (engine.trial.process_group_backend): FSDP with
+    """Start the process group as the benchmark's trial did (engine.bench.trial.process_group_backend): FSDP with
     CPU offload needs gloo beside NCCL, and accelerate, left to itself, starts NCCL alone."""
     import torch.distributed as dist
 
     from engine.data.space import Methods
-    from engine.trial import process_group_backend
+    from engine.bench.trial import process_group_backend
 
     if device != "cuda" or "RANK" not in os.environ or int(os.environ.get("WORLD_SIZE", "1")) < 2 \
             or dist.is_initialized():
@@ -43,7 +43,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    from engine import modeling, recipe
+    from engine.bench import modeling
+    from engine import recipe
 
     t0 = time.perf_counter()
     device, warmup = spec["device"], spec["warmup"]
@@ -124,7 +125,7 @@ def _fp32_matmul(torch: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.environment import die_with_parent, sanitize_cuda_arch_env
+    from engine.bench.environment import die_with_parent, sanitize_cuda_arch_env
 
     die_with_parent()
     sanitize_cuda_arch_env()

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.data.jsonl import export_jsonl  # noqa: E402
-from engine.launcher import _why_no_result  # noqa: E402
+from engine.bench.launcher import _why_no_result  # noqa: E402
 from engine.data.store import Store  # noqa: E402
 
 

@@ -3,8 +3,8 @@
     python scripts/profile_pass.py --model pythia-1b --micro-batch 16 [--compile-mode MODE] [--sdpa BACKEND]
                                    [--profile] [--json OUT.json]
 
-Builds the model and the free-lunch stepper exactly as a trial does (engine.modeling, engine.steppers), warms
-up (compilation excluded), then times passes two ways, both with the engine's synchronized timer (engine.trial.Timer):
+Builds the model and the free-lunch stepper exactly as a trial does (engine.bench.modeling, engine.bench.steppers), warms
+up (compilation excluded), then times passes two ways, both with the engine's synchronized timer (engine.bench.trial.Timer):
   - each pass alone (as the engine's timer does: synchronize before and after);
   - a run of passes back to back (one synchronize at the end), which shows the cost of the per-pass sync.
 With --profile, one more pass runs under torch.profiler and the GPU kernel time is broken down by kind
@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from engine.data import formulas
-    from engine import modeling
+    from engine.bench import modeling
     from engine.data.presets import load_presets
     from engine.data.space import Methods
-    from engine.steppers import make_stepper
-    from engine.trial import Timer
+    from engine.bench.steppers import make_stepper
+    from engine.bench.trial import Timer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to try the script out
     presets = load_presets(a.presets) if a.presets else load_presets()

@@ -28,7 +28,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help=f"exit 1 if a preset is off by more than {TOLERANCE}")
     args = ap.parse_args()
 
-    from engine.modeling import checkpoint_recompute_share
+    from engine.bench.modeling import checkpoint_recompute_share
     from engine.data.presets import load_presets
 
     presets = load_presets(include_user=False)

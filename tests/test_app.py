@@ -26,7 +26,7 @@ from engine.data.store import Store
 from tui_planner.app import chart
 from tui_planner.app import state as st
 from tui_planner.app.app import PlannerApp
-from engine.launcher import descendants
+from engine.bench.launcher import descendants
 from tui_planner.app.screens.dialogs import HelpScreen, TrialDetail, binding_rows
 
 SIZE = (80, 24)
@@ -430,7 +430,7 @@ def test_quitting_during_a_sweep_asks_then_stops_every_trial(db, tmp_path):
             assert app.sweep_running()
             for _ in range(100):  # the trial process under torchrun
                 await pilot.pause(0.1)
-                trials = [p for p in descendants(os.getpid()) if "engine.trial" in cmdline(p)]
+                trials = [p for p in descendants(os.getpid()) if "engine.bench.trial" in cmdline(p)]
                 if trials:
                     break
             assert trials
@@ -448,7 +448,7 @@ def test_quitting_during_a_sweep_asks_then_stops_every_trial(db, tmp_path):
 
     app, trials = asyncio.run(go())
     assert app.sweep.stop.is_set() and app.sweep.worker.is_finished
-    left = [p for p in trials if Path(f"/proc/{p}").exists() and "engine.trial" in cmdline(p)]
+    left = [p for p in trials if Path(f"/proc/{p}").exists() and "engine.bench.trial" in cmdline(p)]
     assert not left, f"trial processes left running: {left}"
     with Store.open(tmp_path / "q.duckdb", read_only=True) as s:
         assert s.runs()[0]["status"] in ("stopped", "done")

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from engine import events as ev
+from engine.bench import events as ev
 from engine.data import space
-from engine.environment import sanitize_cuda_arch_env, trial_env
-from engine.launcher import TrialOutcome, _why_no_result
+from engine.bench.environment import sanitize_cuda_arch_env, trial_env
+from engine.bench.launcher import TrialOutcome, _why_no_result
 from engine.data.presets import load_presets
 from engine.data.store import Store
-from engine.sweep import SweepRequest, _dominance_floor, _trial_row, run_sweep
+from engine.bench.sweep import SweepRequest, _dominance_floor, _trial_row, run_sweep
 
 TINY = str(FIXTURES / "tiny")
 
@@ -57,7 +57,7 @@ def test_the_papers_search_space_sizes():
 
 def test_a_compile_mode_is_its_own_measurement_and_a_bad_one_is_refused(tmp_path):
     from engine.data.errors import PlannerError
-    from engine.sweep import plan, trial_key
+    from engine.bench.sweep import plan, trial_key
 
     presets = load_presets((TINY,))
     tuned = _request(tmp_path, compile=True, compile_mode="max-autotune-no-cudagraphs")
@@ -97,7 +97,7 @@ def test_cuda_arch_list_that_breaks_deepspeed_is_cleaned():
 def test_a_killed_builds_lock_is_cleared(tmp_path, monkeypatch):
     import time
 
-    from engine.environment import clear_build_locks
+    from engine.bench.environment import clear_build_locks
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     old, new = tmp_path / "py311_cpu" / "cpu_adam" / "lock", tmp_path / "py311_cpu" / "shm" / "lock"
@@ -217,7 +217,7 @@ def test_timing_stops_once_a_trial_cannot_beat_the_best(tmp_path):
     slower than the best measured one stops repeating; one that could still win is timed in full."""
     from dataclasses import replace
 
-    from engine.launcher import run_trial
+    from engine.bench.launcher import run_trial
 
     spec = ev.TrialSpec(key="k", model="tiny-neox", gpu="cpu", num_gpus=1, methods=space.FREE_LUNCH, device="cpu",
                         preset_paths=(TINY,), compile=False, tf32=False, repetitions=5, warmup=1,
@@ -301,7 +301,7 @@ def test_a_hang_is_killed_recorded_and_leaves_no_process(tmp_path):
     with Store.open(req.db) as s:
         rows = {r["key"].split("|")[4]: r for r in s.trials()}
     assert rows["naive"]["failure_kind"] == "timeout" and "30 s" in rows["naive"]["failure_message"]
-    assert not _processes_with("engine.trial"), "a trial process outlived its sweep"
+    assert not _processes_with("engine.bench.trial"), "a trial process outlived its sweep"
 
 
 def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
@@ -327,7 +327,7 @@ def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
 
 def test_a_deepspeed_that_cannot_import_skips_zero_once_and_writes_no_rows(tmp_path, monkeypatch):
     # As on a machine where DeepSpeed is installed without its pydantic: each ZeRO trial would fail alone.
-    from engine import environment
+    from engine.bench import environment
 
     broken = tmp_path / "site" / "deepspeed"
     broken.mkdir(parents=True)
@@ -360,7 +360,7 @@ def test_a_deepspeed_that_cannot_import_skips_zero_once_and_writes_no_rows(tmp_p
 def test_fsdp_offload_gets_a_cpu_backend_beside_nccl():
     # Clipping FSDP-offloaded gradients all-reduces a CPU tensor; NCCL alone fails every such trial on
     # 2 GPUs with 'No backend type associated with device type cpu' (seen on 2 x H200).
-    from engine.trial import process_group_backend
+    from engine.bench.trial import process_group_backend
 
     assert process_group_backend("cuda", space.Methods(sharding="fsdp2", offloading=True)) == "cpu:gloo,cuda:nccl"
     assert process_group_backend("cuda", space.Methods(True, True, "fsdp3", True)) == "cpu:gloo,cuda:nccl"
@@ -420,7 +420,7 @@ def test_naive_turns_the_presets_fused_kernels_off(tmp_path):
 
     (tmp_path / "fake_kernel").mkdir()
     (tmp_path / "fake_kernel" / "__init__.py").write_text("")
-    code = ("import importlib.util, sys; from engine.trial import hide_packages; "
+    code = ("import importlib.util, sys; from engine.bench.trial import hide_packages; "
             "assert importlib.util.find_spec('fake_kernel') is not None; "
             "print(hide_packages(['fake_kernel', 'not_installed_anywhere'])); "
             "assert importlib.util.find_spec('fake_kernel') is None\n"
@@ -488,7 +488,7 @@ def test_one_rank_out_of_memory_while_measuring_relaunches_the_trial_at_half(tmp
     # Every micro-batch above 1 fails on rank 1, so it halves down to 1, launched once per halving.
     assert prov["measure_oom"] == [8, 4, 2] and row["micro_batch"] == 1 and row["grad_accum"] == 8
     assert [e.micro_batch for e in seen if isinstance(e, ev.BatchTried) and not e.fits] == [8, 4, 2]
-    assert not _processes_with("engine.trial")
+    assert not _processes_with("engine.bench.trial")
 
 
 def test_one_rank_out_of_memory_at_every_micro_batch_is_an_out_of_memory_row_with_its_settings(tmp_path):
@@ -503,7 +503,7 @@ def test_one_rank_out_of_memory_at_every_micro_batch_is_an_out_of_memory_row_wit
     assert not row["feasible"] and row["failure_kind"] == "oom" and prov["measure_oom"] == [8, 4, 2, 1]
     # The settings the trial ran with come from the last launch's relaunch event, not from a result file.
     assert row["attention"] and row["compile"] is not None and prov["versions"]["torch"]
-    assert not _processes_with("engine.trial")
+    assert not _processes_with("engine.bench.trial")
 
 
 # --- several nodes: torchrun agents meeting through c10d rendezvous ----------------------------------
@@ -523,7 +523,7 @@ def test_two_nodes_on_one_machine_train_as_one_job(tmp_path):
     assert all(r["num_nodes"] == 2 and r["num_gpus"] == 1 for r in rows)
     assert all(r["micro_batch"] * r["grad_accum"] * 2 == 16 for r in rows)  # tiny-neox's batch over 2 ranks
     assert run["num_nodes"] == 2 and "--nodes 2" in run["command"]
-    assert not _processes_with("engine.trial")
+    assert not _processes_with("engine.bench.trial")
 
 
 def test_four_nodes_on_one_machine(tmp_path):
@@ -543,11 +543,11 @@ def test_a_rank_dying_on_another_node_ends_the_trial_and_leaves_nothing(tmp_path
     with Store.open(req.db, read_only=True) as s:
         (row,) = s.trials(model="tiny-neox")
     assert not row["feasible"] and row["failure_message"]
-    assert not _processes_with("engine.trial")
+    assert not _processes_with("engine.bench.trial")
 
 
 def test_launch_commands_for_each_launcher(tmp_path):
-    from engine.launcher import launch_commands
+    from engine.bench.launcher import launch_commands
 
     spec = ev.TrialSpec(key="k", model="m", gpu="h100", num_gpus=8, num_nodes=2, methods=space.FREE_LUNCH)
     env = {"MASTER_ADDR": "node001", "CUDA_VISIBLE_DEVICES": ""}

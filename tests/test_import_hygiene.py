@@ -44,7 +44,7 @@ def test_browsing_commands_run_without_torch():
 
 def test_the_app_and_its_screens_load_no_torch():
     body = ("import tui_planner.app.app, tui_planner.app.screens.bench, tui_planner.app.screens.dialogs\n"
-            "import engine.sweep, engine.ranking, engine.environment, engine.events\n")
+            "import engine.bench.sweep, engine.ranking, engine.bench.environment, engine.bench.events\n")
     loaded = _loaded(body)
     assert any(m.startswith("textual") for m in loaded)
     assert not [m for m in loaded if m.split(".")[0] in ("torch", "transformers", "deepspeed")]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import FIXTURES
-from engine import modeling
+from engine.bench import modeling
 from engine.data.presets import load_presets
 
 TINY = load_presets([FIXTURES / "tiny" / "tiny.toml"])
@@ -107,7 +107,7 @@ def test_packed_rows_stay_transformers_business_unless_the_caller_says_unpacked(
     import subprocess
     import sys
 
-    code = ("import torch; from engine import modeling; import transformers.masking_utils as mu; "
+    code = ("import torch; from engine.bench import modeling; import transformers.masking_utils as mu; "
             "modeling.sdpa_without_dense_masks(); "
             "print(mu.find_packed_sequence_indices(torch.tensor([[0, 1, 2, 0, 1]])).tolist()); "
             "modeling.sdpa_without_dense_masks(unpacked=True); "

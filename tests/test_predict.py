@@ -456,7 +456,7 @@ def test_a_schema_v2_file_is_migrated_to_carry_predictions(tmp_path):
 
 
 def test_the_sweep_never_skips_on_the_cpu(tiny, tmp_path):
-    from engine.sweep import SweepRequest, _memory_calibration
+    from engine.bench.sweep import SweepRequest, _memory_calibration
 
     with Store.open(tmp_path / "s.duckdb") as s:
         assert _memory_calibration(SweepRequest(model="tiny-neox", device="cpu"), tiny, s) is None
@@ -464,8 +464,8 @@ def test_the_sweep_never_skips_on_the_cpu(tiny, tmp_path):
 
 
 def test_the_sweep_skips_what_cannot_win_and_runs_the_rest(presets, tmp_path):
-    from engine.events import TrialSpec
-    from engine.sweep import SweepRequest, _memory_calibration, _memory_skip
+    from engine.bench.events import TrialSpec
+    from engine.bench.sweep import SweepRequest, _memory_calibration, _memory_skip
 
     req = SweepRequest(model="pythia-1b")
     with Store.open(tmp_path / "s.duckdb") as s:

@@ -16,7 +16,7 @@ from engine.data.errors import PlannerError
 from engine.data.paths import shipped_db
 from engine.data.presets import load_presets
 from engine.data.store import Store
-from engine.sweep import SweepRequest, run_sweep
+from engine.bench.sweep import SweepRequest, run_sweep
 from engine.verify import VerifyRequest, run_verify, verdict
 from tui_planner.cli import main
 

@@ -139,9 +139,9 @@ def test_what_an_exhaustive_sweep_counts_as_done(tmp_path):
 
 
 def test_an_exhaustive_sweep_still_skips_what_cannot_fit(tmp_path):
-    from engine.events import TrialSpec
+    from engine.bench.events import TrialSpec
     from engine.data.space import FREE_LUNCH
-    from engine.sweep import _memory_skipped_keys
+    from engine.bench.sweep import _memory_skipped_keys
 
     with Store.open(tmp_path / "s.duckdb", read_only=False) as s:
         for key, why in (("nofit", "skipped by the memory model: needs at least 90 GB at micro-batch 1"),

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engine.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
-from engine.sweep import COMPILE_MODES, SweepRequest, run_sweep
+from engine.bench.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
+from engine.bench.sweep import COMPILE_MODES, SweepRequest, run_sweep
 from tui_planner import format as fmt
 
 STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed,
     ) for n in args.gpus]
-    from engine.sweep import check_launcher
+    from engine.bench.sweep import check_launcher
 
     for req in requests:  # refuse a bad request before anything runs
         check_launcher(req)

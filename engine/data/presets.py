@@ -104,7 +104,7 @@ class Model:
     compile: bool = True  # torch.compile allowed
     checkpointing: str = "hf"  # how activation checkpointing is applied
     # FLOPs activation checkpointing adds, as a share of a forward + backward pass
-    # (engine.modeling.checkpoint_recompute_share; scripts/recompute_share.py); None: a full forward, 1/3
+    # (engine.bench.modeling.checkpoint_recompute_share; scripts/recompute_share.py); None: a full forward, 1/3
     checkpoint_recompute: float | None = None
     fsdp_wrap: str = ""  # transformer-block class FSDP wraps
     fused_kernels: tuple[str, ...] = ()  # optional packages for the fast path (e.g. mamba_ssm)

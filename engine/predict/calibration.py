@@ -167,7 +167,7 @@ def kappa_for(model: Model, calibrations: Mapping[str, Calibration]) -> Calibrat
     return calibrations.get(arch_of(model)) or calibrations.get(family) or Calibration(family, 1.0, 0.0, 0.0, 0)
 
 
-# --- skipping what cannot fit (engine/sweep.py) ----------------------------------------------------------
+# --- skipping what cannot fit (engine/bench/sweep.py) ----------------------------------------------------------
 
 # A trial is skipped only when even the least memory the measured fits allow (kappa's lower bound)
 # overflows the GPU by this much: a wrong skip loses a measurement, a wrong run costs only a minute.

@@ -12,7 +12,7 @@ calibration takes the middle of the range every row allows. The engine's search 
 torch.compile, so the activation formulas count eager-mode tensors.
 
 The predictor (engine/predict/) uses it to re-derive the micro-batch on a GPU nobody measured; the
-sweep (engine/sweep.py) uses it to skip combinations that cannot fit. No torch here.
+sweep (engine/bench/sweep.py) uses it to skip combinations that cannot fit. No torch here.
 """
 
 from __future__ import annotations

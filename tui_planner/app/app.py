@@ -2,7 +2,7 @@
 
 One current results database (the shipped one, or --db / `o` to open another) feeds the ranking and
 the Results screen. Reads run in thread workers on their own DuckDB cursor, so the UI never waits on
-a query; the Benchmark screen writes its own database through the engine (engine/sweep.py).
+a query; the Benchmark screen writes its own database through the engine (engine/bench/sweep.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: measure a model on this machine's GPUs, live.
 
-The sweep runs in a thread worker through the engine's one API (engine.sweep.run_sweep); its typed
+The sweep runs in a thread worker through the engine's one API (engine.bench.sweep.run_sweep); its typed
 events arrive as messages, and each finished trial's row is read back from the database the sweep
 writes, so what the table shows is what was stored. Torch is never imported here: the GPU probe and
 the trials run in child processes.
@@ -29,7 +29,7 @@ STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed
 
 
 class EngineEvent(Message):
-    """One event from the engine's stream (engine/events.py), carried to the UI thread."""
+    """One event from the engine's stream (engine/bench/events.py), carried to the UI thread."""
 
     def __init__(self, event: object) -> None:
         super().__init__()
@@ -100,7 +100,7 @@ class BenchScreen(Screen):
 
     @work(thread=True, exclusive=True, group="probe")
     def probe_machine(self) -> None:
-        from engine.environment import probe
+        from engine.bench.environment import probe
 
         m = probe()
         self.app.call_from_thread(self._show_machine, m)
@@ -120,7 +120,7 @@ class BenchScreen(Screen):
     # --- the sweep ----------------------------------------------------------------------------------
 
     def request(self):
-        from engine.sweep import SweepRequest
+        from engine.bench.sweep import SweepRequest
 
         gpus = self.query_one("#b-gpus", Input).value or "1"
         db = self.query_one("#b-db", Input).value.strip()
@@ -171,7 +171,7 @@ class BenchScreen(Screen):
 
     @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
     def run_sweep(self, req, store, cursor, handle) -> None:
-        from engine.sweep import run_sweep
+        from engine.bench.sweep import run_sweep
 
         try:
             run_sweep(req, on_event=lambda e: self.post_message(EngineEvent(e)), stop=handle.stop,
@@ -229,7 +229,7 @@ class BenchScreen(Screen):
 
     @on(EngineEvent)
     def _event(self, message: EngineEvent) -> None:
-        from engine import events as ev
+        from engine.bench import events as ev
 
         e = message.event
         t = self.query_one("#trials", DataTable)

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Callable
 
 from engine.data import formulas, space
-from engine.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, probe
+from engine.bench.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, probe
 from engine.data.errors import PlannerError
-from engine.events import (BatchTried, Log, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
+from engine.bench.events import (BatchTried, Log, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
                            TrialStarted)
-from engine.launcher import TrialOutcome, run_trial
+from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
 from engine.data.store import Run, Store, Trial
 
@@ -35,7 +35,7 @@ class SweepRequest:
     methods: str = "all"  # naive | free-lunch | all
     num_gpus: int = 1
     num_nodes: int = 1
-    launcher: str = "local"  # local | local-nodes | srun (engine/launcher.py); more than one node needs one of the last two
+    launcher: str = "local"  # local | local-nodes | srun (engine/bench/launcher.py); more than one node needs one of the last two
     gpu: str | None = None  # GPU preset id; detected from the local GPU when None
     device: str = "cuda"
     db: str | Path | None = None
@@ -112,7 +112,7 @@ def check_launcher(req: SweepRequest) -> None:
     import os
     import shutil
 
-    from engine.launcher import LAUNCHERS
+    from engine.bench.launcher import LAUNCHERS
 
     if req.launcher not in LAUNCHERS:
         raise PlannerError(f"--launcher is one of {', '.join(LAUNCHERS)}, not {req.launcher!r}")
@@ -355,7 +355,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
 
 
 def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, stop) -> TrialOutcome:
-    """One trial, launched again as long as it asks to measure in a new process (engine.trial.EXIT_RELAUNCH:
+    """One trial, launched again as long as it asks to measure in a new process (engine.bench.trial.EXIT_RELAUNCH:
     a rank of several ran out of memory while measuring, or DeepSpeed's offload engine keeps host memory),
     skipping the batch search the first process already did. Each launch has the trial's timeout; the
     outcome's duration covers every launch."""

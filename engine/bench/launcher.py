@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.environment import clear_build_locks, die_with_parent, trial_env
-from engine.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
+from engine.bench.environment import clear_build_locks, die_with_parent, trial_env
+from engine.bench.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
 
 
 @dataclass
@@ -60,7 +60,7 @@ def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, endpoint:
         rdzv_id = hashlib.sha1(f"{spec.key}|{out_path}".encode()).hexdigest()[:16]
         cmd += [f"--nnodes={spec.num_nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
                 f"--rdzv-id={rdzv_id}", "--rdzv-conf=join_timeout=120"]
-    cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.trial", str(spec_path), str(out_path)]
+    cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.bench.trial", str(spec_path), str(out_path)]
     return cmd
 
 
@@ -167,7 +167,7 @@ def run_trial(
     ) for cmd, cmd_env in launch_commands(spec, spec_path, out_path, launcher, env)]
     tail: collections.deque[str] = collections.deque(maxlen=60)
     printed: dict = {}
-    again: dict = {}  # from any rank: measure in a new process (engine.trial.EXIT_RELAUNCH)
+    again: dict = {}  # from any rank: measure in a new process (engine.bench.trial.EXIT_RELAUNCH)
 
     def read(proc: subprocess.Popen) -> None:
         assert proc.stdout is not None

@@ -1,9 +1,9 @@
 """One trial, in its own process (launched by torchrun, also for one GPU): find the largest power-of-two
 micro-batch that fits, then time passes and updates, synchronized, and write the result as JSON.
 
-    torchrun --standalone --nproc-per-node N -m engine.trial SPEC.json RESULT.json
+    torchrun --standalone --nproc-per-node N -m engine.bench.trial SPEC.json RESULT.json
 
-Progress goes to stdout as marked JSON lines (engine.events.MARKER); only rank 0 reports. Every timing
+Progress goes to stdout as marked JSON lines (engine.bench.events.MARKER); only rank 0 reports. Every timing
 synchronizes the device (torch.cuda.synchronize, then a barrier across ranks) before the clock is read;
 warm-up and compilation are timed apart and excluded. An out-of-memory error is a result (that
 micro-batch does not fit), not a crash. The parent owns the database: this process never writes it.
@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from engine.events import MARKER, TrialSpec
+from engine.bench.events import MARKER, TrialSpec
 from engine.data.space import Methods
 
 # How much slower than the best step a trial's lower bound must be before its timing stops early.
@@ -141,9 +141,9 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     import torch
 
     from engine.data import formulas, space
-    from engine import modeling
-    from engine.steppers import close as close_stepper
-    from engine.steppers import make_stepper
+    from engine.bench import modeling
+    from engine.bench.steppers import close as close_stepper
+    from engine.bench.steppers import make_stepper
 
     m = spec.methods
     device = spec.device
@@ -280,7 +280,7 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
     import torch.distributed as dist
 
     from engine.data import formulas
-    from engine import modeling
+    from engine.bench import modeling
 
     several = dist.is_initialized() and dist.get_world_size() > 1
     keeps_host_memory = m.deepspeed and m.offloading
@@ -326,8 +326,8 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     import torch
 
     from engine.data import formulas
-    from engine import modeling
-    from engine.steppers import close as close_stepper
+    from engine.bench import modeling
+    from engine.bench.steppers import close as close_stepper
 
     emit("measuring", micro_batch=micro)
     timer = Timer(device)
@@ -459,14 +459,14 @@ def process_group_backend(device: str, m: Methods) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.environment import die_with_parent
+    from engine.bench.environment import die_with_parent
 
     die_with_parent()
     argv = sys.argv[1:] if argv is None else argv
     spec_path, out_path = argv[0], argv[1]
     with open(spec_path) as f:
         spec = TrialSpec.from_json(f.read())
-    from engine.environment import sanitize_cuda_arch_env
+    from engine.bench.environment import sanitize_cuda_arch_env
 
     sanitize_cuda_arch_env()
     import torch.distributed as dist

@@ -62,7 +62,7 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for trial processes: safe NCCL settings, a parseable arch list, unbuffered output,
     and this project first on PYTHONPATH (they import `engine` from any folder)."""
     env = dict(os.environ if base is None else base)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the engine package
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     for k, v in SAFE_NCCL_ENV.items():
         env.setdefault(k, v)
