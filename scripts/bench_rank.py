@@ -4,7 +4,7 @@
     python scripts/bench_rank.py [--trials 100000] [--repeat 30]
 
 Fills a DuckDB file with synthetic trials over every model, priced GPU, count and method setting, then
-times `engine.ranking.rank` after each changed input (budget, deadline, price, sources), warm.
+times `engine.plan.ranking.rank` after each changed input (budget, deadline, price, sources), warm.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.data.presets import load_presets  # noqa: E402
-from engine.ranking import RankRequest, rank  # noqa: E402
+from engine.plan.ranking import RankRequest, rank  # noqa: E402
 from engine.data.store import Store, Trial  # noqa: E402
 
 

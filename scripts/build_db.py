@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.buildb import build  # noqa: E402
+from engine.plan.shipped import build  # noqa: E402
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from engine.findings import findings
+from engine.plan.findings import findings
 from engine.data.presets import load_presets
 from engine.data.store import Store, Trial
 from tui_planner.cli import main
@@ -145,7 +145,7 @@ def test_summary_refuses_what_it_cannot_do(path, capsys):
 
 
 def test_the_nearest_gpu_of_the_same_architecture_comes_first():
-    from engine.findings import _same_architecture
+    from engine.plan.findings import _same_architecture
 
     presets = load_presets()
     assert _same_architecture(presets, "a40")[0] == "a6000"  # the 48 GB twin, not the 24 GB RTX 3090

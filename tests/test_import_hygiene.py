@@ -26,7 +26,7 @@ def _loaded(body: str) -> list[str]:
 
 
 @pytest.mark.parametrize("module", ["engine.data.presets", "engine.data.store", "engine.data.formulas", "engine.data.paperdb",
-                                    "engine.buildb", "engine.data.paths"])
+                                    "engine.plan.shipped", "engine.data.paths"])
 def test_headless_modules_load_neither_torch_nor_textual(module):
     assert _loaded(f"import {module}") == []
 
@@ -44,7 +44,7 @@ def test_browsing_commands_run_without_torch():
 
 def test_the_app_and_its_screens_load_no_torch():
     body = ("import tui_planner.app.app, tui_planner.app.screens.bench, tui_planner.app.screens.dialogs\n"
-            "import engine.bench.sweep, engine.ranking, engine.bench.environment, engine.bench.events\n")
+            "import engine.bench.sweep, engine.plan.ranking, engine.bench.environment, engine.bench.events\n")
     loaded = _loaded(body)
     assert any(m.startswith("textual") for m in loaded)
     assert not [m for m in loaded if m.split(".")[0] in ("torch", "transformers", "deepspeed")]

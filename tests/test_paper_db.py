@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import ROOT
-from engine.buildb import build
+from engine.plan.shipped import build
 from engine.data.paths import shipped_db
 from engine.data.presets import load_presets
 from engine.data.store import Store

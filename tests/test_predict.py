@@ -17,7 +17,7 @@ from engine import predict
 from engine.data import store as store_mod
 from engine.data.paths import shipped_db
 from engine.data.presets import load_presets
-from engine.ranking import RankRequest, rank
+from engine.plan.ranking import RankRequest, rank
 from engine.data.space import Methods
 from engine.data.store import Store, Trial
 from tui_planner.cli import main

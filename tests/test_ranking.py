@@ -6,7 +6,7 @@ import pytest
 
 from engine.data.errors import PlannerError
 from engine.data.presets import load_presets
-from engine.ranking import RankRequest, no_data_gpus, rank
+from engine.plan.ranking import RankRequest, no_data_gpus, rank
 from engine.data.store import Store, Trial
 from tui_planner.cli import main
 

@@ -293,7 +293,7 @@ def _results(args: argparse.Namespace) -> int:
 
 
 def _findings(args: argparse.Namespace) -> int:
-    from engine.findings import findings
+    from engine.plan.findings import findings
     from tui_planner.views import print_findings
 
     if args.source or args.feasible or args.format == "csv":

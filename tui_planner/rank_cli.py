@@ -1,4 +1,4 @@
-"""`tui-planner rank`: what to buy for a model, a budget and a deadline (engine/ranking.py's SQL)."""
+"""`tui-planner rank`: what to buy for a model, a budget and a deadline (engine/plan/ranking.py's SQL)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def request_from(args: argparse.Namespace):
-    from engine.ranking import RankRequest
+    from engine.plan.ranking import RankRequest
 
     overrides = {}
     for item in args.price:
@@ -63,7 +63,7 @@ def _short(r: dict) -> str:
 
 
 def run(args: argparse.Namespace, store, presets) -> int:
-    from engine.ranking import no_data_gpus, rank
+    from engine.plan.ranking import no_data_gpus, rank
 
     req = request_from(args)
     rows = rank(store, req, presets)

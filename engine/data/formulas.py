@@ -1,7 +1,7 @@
 """Every formula the tool uses, in one place, each with where it comes from. Units are in the names.
 
 Nothing here imports torch: the browsing path uses these too. The purchase arithmetic (hardware cost,
-cost per experiment, energy) is SQL, in engine/ranking.py, so a re-rank never leaves the database.
+cost per experiment, energy) is SQL, in engine/plan/ranking.py, so a re-rank never leaves the database.
 """
 
 from __future__ import annotations

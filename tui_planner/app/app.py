@@ -138,7 +138,7 @@ class PlannerApp(App):
         self.run_worker(lambda: self._rank(state), thread=True, exclusive=True, group="rank", exit_on_error=False)
 
     def _rank(self, state: PlanState) -> None:
-        from engine.ranking import no_data_gpus, rank
+        from engine.plan.ranking import no_data_gpus, rank
 
         cur = self.store.cursor()
         try:

@@ -36,7 +36,7 @@ class PlanState:
     x_axis: str = "hardware"  # chart: "hardware" cost or cost per "experiment"
 
     def request(self) -> Any:
-        from engine.ranking import RankRequest
+        from engine.plan.ranking import RankRequest
 
         return RankRequest(
             model=self.model, budget_usd=self.budget_usd, deadline_days=self.deadline_days,

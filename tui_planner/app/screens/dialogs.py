@@ -256,7 +256,7 @@ class CellFindings(ModalScreen[None]):
     def load(self) -> None:
         from rich.markup import escape
 
-        from engine.findings import findings
+        from engine.plan.findings import findings
 
         model, gpu, n = self.cell
         cur = self.app.store.cursor()
