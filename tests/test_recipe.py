@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from conftest import FIXTURES, ROOT
-from engine import recipe
+from engine.recipe import export as recipe
 from engine.data.errors import PlannerError
 from engine.data.paths import shipped_db
 from engine.data.presets import load_presets
 from engine.data.store import Store
 from engine.bench.sweep import SweepRequest, run_sweep
-from engine.verify import VerifyRequest, run_verify, verdict
+from engine.recipe.verify import VerifyRequest, run_verify, verdict
 from tui_planner.cli import main
 
 TINY = str(FIXTURES / "tiny")
@@ -266,7 +266,7 @@ def test_bad_input_says_what_is_wrong(swept, tmp_path, capsys):
 
 def test_export_and_verify_load_no_torch():
     """A machine without the bench extra exports; verify's parent leaves torch to the training process."""
-    code = ("import sys; import engine.recipe, engine.verify, tui_planner.export_cli; "
+    code = ("import sys; import engine.recipe.export, engine.recipe.verify, tui_planner.export_cli; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'textual')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"

@@ -1,5 +1,5 @@
 """`tui-planner export` and `tui-planner verify`: a measured winner as ready-to-run training settings,
-and a real training run that checks them (engine/recipe.py, engine/verify.py)."""
+and a real training run that checks them (engine/recipe/export.py, engine/recipe/verify.py)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace, store, presets) -> int:
-    from engine import recipe
+    from engine.recipe import export as recipe
 
     choice = recipe.pick(store, presets, args.model, args.gpu, args.num_gpus, args.nodes, args.trial)
     r = recipe.build(choice, presets, store.path)
@@ -76,9 +76,9 @@ def run_export(args: argparse.Namespace, store, presets) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from engine.verify import VerifyLog, VerifyRequest, VerifyStep, run_verify
+    from engine.recipe.verify import VerifyLog, VerifyRequest, VerifyStep, run_verify
 
-    from engine import recipe
+    from engine.recipe import export as recipe
 
     req = VerifyRequest(args.dir, steps=args.steps, warmup=args.warmup, device=args.device,
                         tolerance=args.tolerance, timeout_s=args.timeout)

@@ -196,7 +196,7 @@ class TrialDetail(ModalScreen[None]):
 
     @work(thread=True, exit_on_error=False)
     def export_to(self, path: str) -> None:
-        from engine import recipe
+        from engine.recipe import export as recipe
 
         cur = self.app.store.cursor()
         try:
@@ -215,7 +215,7 @@ def recipe_preview(store, presets, trial_id: str) -> str:
     """The training settings `tui-planner export` would write for this trial, or why there are none."""
     from rich.markup import escape
 
-    from engine import recipe
+    from engine.recipe import export as recipe
     from engine.data.errors import PlannerError
 
     try:

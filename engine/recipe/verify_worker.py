@@ -2,7 +2,7 @@
 exported TrainingArguments (and DeepSpeed or FSDP settings), the preset's model with random weights and
 random data built as the engine builds them, timed step by step.
 
-    torchrun --standalone --nproc-per-node N -m engine.verify_worker SPEC.json RESULT.json
+    torchrun --standalone --nproc-per-node N -m engine.recipe.verify_worker SPEC.json RESULT.json
 
 Each optimizer step is timed from the Trainer's on_step_begin to on_step_end with the device synchronized
 and all ranks at a barrier at both ends (engine.bench.trial.Timer): the accumulation passes, clipping and the
@@ -44,7 +44,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from engine.bench import modeling
-    from engine import recipe
+    from engine.recipe import export as recipe
 
     t0 = time.perf_counter()
     device, warmup = spec["device"], spec["warmup"]

@@ -4,7 +4,7 @@ Hugging Face Trainer / DeepSpeed / FSDP stack) and compare the steady step time 
     result = run_verify(VerifyRequest("out"), on_event=print)
     result["verdict"]  # pass | fail | no verdict | error; also written to out/verify.json
 
-Training runs in its own process group under torchrun (engine/verify_worker.py), as a trial does: a crash
+Training runs in its own process group under torchrun (engine/recipe/verify_worker.py), as a trial does: a crash
 or a hang ends that process, never the caller. More than `tolerance` apart, either way, is a failure of
 the benchmark. A run on other hardware than the benchmark's (a GPU plan on the CPU, another GPU type, an
 FSDP plan where accelerate cannot shard) trains as a smoke test and gives no verdict. No torch here.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine import recipe
+from engine.recipe import export as recipe
 from engine.bench.environment import die_with_parent, host_info, probe, trial_env
 from engine.data.errors import PlannerError
 from engine.bench.events import parse_marker
@@ -123,7 +123,7 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
         spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec_path.write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-               f"--nproc-per-node={plan['world_size']}", "--max-restarts=0", "-m", "engine.verify_worker",
+               f"--nproc-per-node={plan['world_size']}", "--max-restarts=0", "-m", "engine.recipe.verify_worker",
                str(spec_path), str(result_path)]
         status, tail, duration = _launch(cmd, Path(tmp), req.timeout_s, on_event)
         worker = json.loads(result_path.read_text()) if result_path.exists() else {}
