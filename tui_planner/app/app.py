@@ -8,7 +8,7 @@ a query; the Benchmark screen writes its own database through the engine (engine
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -25,7 +25,7 @@ from tui_planner.app.screens.bench import BenchScreen
 from tui_planner.app.screens.chart import ChartScreen
 from tui_planner.app.screens.plan import PlanScreen
 from tui_planner.app.screens.results import ResultsScreen
-from tui_planner.app.state import PlanState
+from tui_planner.app.state import PlanState, SweepHandle
 
 DARK, LIGHT = "textual-dark", "textual-light"
 
@@ -38,16 +38,6 @@ class Ranking:
     rows: tuple[dict[str, Any], ...] = ()
     missing: tuple[str, ...] = ()
     error: str | None = None
-
-
-@dataclass
-class SweepHandle:
-    """The sweep the Benchmark screen is running, so quitting can stop it."""
-
-    stop: Any
-    pause: Any
-    worker: Any = None
-    labels: list[str] = field(default_factory=list)
 
 
 class PlannerApp(App):

@@ -1,11 +1,12 @@
-"""What the Plan screen is asking, as one frozen value, and the keyboard nudges that change it.
+"""What the Plan screen is asking, as one frozen value, and the keyboard nudges that change it; and the
+handle of the sweep the Benchmark screen runs, so quitting can stop it.
 
 No Textual here: the nudges and the verdict are plain functions, so they are tested without an app.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from engine.data.errors import PlannerError
@@ -165,3 +166,13 @@ def verdict(rows: list[dict], s: PlanState) -> list[str]:
             f" but takes {fmt.days(slower)} more days" if slower > 0 else "")
         lines.append(f"Runner-up {_option(runner)}: {trade}.")
     return lines
+
+
+@dataclass
+class SweepHandle:
+    """The sweep the Benchmark screen is running, so quitting can stop it."""
+
+    stop: Any
+    pause: Any
+    worker: Any = None
+    labels: list[str] = field(default_factory=list)

@@ -157,7 +157,7 @@ class BenchScreen(Screen):
         except (PlannerError, OSError) as e:
             self.notify(str(e), title="Cannot start", severity="error", timeout=8)
             return
-        from tui_planner.app.app import SweepHandle
+        from tui_planner.app.state import SweepHandle
 
         self.query_one("#trials", DataTable).clear()
         self.query_one("#log", RichLog).clear()
