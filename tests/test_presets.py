@@ -13,7 +13,7 @@ from tui_planner.cli import main
 PAPER_MODELS = ["pythia-160m", "pythia-410m", "pythia-1b", "pythia-2.8b", "pythia-6.9b",
                 "roberta-large", "mamba-2.8b", "convnext-large", "vit-large"]
 GPUS = ["rtx3090", "a6000", "a100", "h100", "v100", "a40", "l40s", "rtx4090", "rtx5090", "h200", "b200"]
-REFERENCE = ROOT.parent / "shared" / "reference"
+TABLE3 = ROOT / "data" / "paper" / "paper_table3_models.csv"
 
 
 def test_shipped_presets_have_the_papers_models_and_the_gpus():
@@ -30,10 +30,9 @@ def test_shipped_presets_have_the_papers_models_and_the_gpus():
 
 def test_replication_recipes_match_the_papers_table3():
     p = load_presets()
-    ref_path = REFERENCE / "models.csv"
-    if not ref_path.exists():
-        pytest.skip("reference data not beside the checkout")
-    for row in csv.DictReader(open(ref_path)):
+    rows = list(csv.DictReader(open(TABLE3)))
+    assert [r["model"] for r in rows] == PAPER_MODELS
+    for row in rows:
         m = p.model(row["model"])
         assert m.training.batch_size == int(row["batch_size"]), m.id
         assert m.training.steps == int(row["training_steps"]), m.id
