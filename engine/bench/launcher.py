@@ -18,6 +18,7 @@ import collections
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,8 +53,10 @@ def free_port() -> int:
 
 
 def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, endpoint: str | None = None) -> list[str]:
-    """One torchrun agent's command: standalone for one node, c10d rendezvous at `endpoint` for more."""
-    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    """One torchrun agent's command: standalone for one node, c10d rendezvous at `endpoint` for more.
+    Its logs go beside the result file (without --log-dir torchrun leaves a torchelastic_* folder in the
+    temp directory on every launch); run_trial removes them with the trial."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--log-dir={log_dir(out_path)}"]
     if spec.num_nodes == 1:
         cmd += ["--standalone", "--nnodes=1"]
     else:
@@ -62,6 +65,10 @@ def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, endpoint:
                 f"--rdzv-id={rdzv_id}", "--rdzv-conf=join_timeout=120"]
     cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.bench.trial", str(spec_path), str(out_path)]
     return cmd
+
+
+def log_dir(out_path: Path) -> Path:
+    return out_path.with_name(out_path.name.removesuffix(".result.json") + ".logs")
 
 
 def launch_commands(spec: TrialSpec, spec_path: Path, out_path: Path, launcher: str,
@@ -220,6 +227,7 @@ def run_trial(
             tail.append(f"removed the stale build lock {lock}")
     for r in readers:  # the processes are gone: the readers reach the end of their pipes (and every marker)
         r.join(timeout=5)
+    shutil.rmtree(log_dir(out_path), ignore_errors=True)
     for p in procs:
         if p.stdout is not None:
             p.stdout.close()

@@ -145,17 +145,26 @@ def make_batch(model: Model, micro_batch: int, device: str, generator: torch.Gen
     return {"input_ids": ids, "labels": ids}
 
 
+def _hf_checkpointing(net: torch.nn.Module) -> None:
+    """transformers' non-reentrant checkpointing: `activation_checkpointing_enable` since 5.x (its old name,
+    `gradient_checkpointing_enable`, warns and goes away in 6), the old name before."""
+    if hasattr(net, "activation_checkpointing_enable"):
+        net.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def enable_checkpointing(net: torch.nn.Module, model: Model) -> str:
     """Activation checkpointing: transformers' own where it has it, else around each stage."""
     if getattr(net, "supports_gradient_checkpointing", False) and model.checkpointing != "stages":
-        net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _hf_checkpointing(net)
         return "hf"
     from torch.utils.checkpoint import checkpoint
 
     stages = [m for m in net.modules() if type(m).__name__ == model.fsdp_wrap]
     if not stages:
         if getattr(net, "supports_gradient_checkpointing", False):
-            net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            _hf_checkpointing(net)
             return "hf"
         raise RuntimeError(f"no {model.fsdp_wrap} modules to checkpoint in {model.hf_class}")
     for stage in stages:

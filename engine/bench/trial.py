@@ -140,7 +140,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     import torch
 
-    from engine.data import formulas, space
+    from engine.data import space
     from engine.bench import modeling
     from engine.bench.steppers import close as close_stepper
     from engine.bench.steppers import make_stepper

@@ -129,7 +129,7 @@ class Predictor:
             self.host_exposed[k] = 1.0
             self.host_note[k] = (f"copies in full + {self.host_latency_s[k] * 1e3:.1f} ms per layer transfer, median "
                                  f"of {len(pool)} measured {k if v else 'ZeRO'} offload passes" if pool else
-                                 f"copies in full, no latency (no measured ZeRO offload pass)")
+                                 "copies in full, no latency (no measured ZeRO offload pass)")
 
     @staticmethod
     def _own_rows(f: "Fit", model_id: str, group: str) -> list[BasisRow]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -122,12 +121,12 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
                 "device": device, "warmup": req.warmup, "seed": 0}
         spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec_path.write_text(json.dumps(spec))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--log-dir={Path(tmp) / 'logs'}", "--standalone", "--nnodes=1",
                f"--nproc-per-node={plan['world_size']}", "--max-restarts=0", "-m", "engine.recipe.verify_worker",
                str(spec_path), str(result_path)]
         status, tail, duration = _launch(cmd, Path(tmp), req.timeout_s, on_event)
         worker = json.loads(result_path.read_text()) if result_path.exists() else {}
-    out.update(duration_s=duration, command="torchrun " + " ".join(cmd[3:]),
+    out.update(duration_s=duration, command="torchrun " + " ".join(cmd[4:]),
                **{k: worker.get(k) for k in ("versions", "device_name", "stack", "peak_memory_gb", "build_s")})
     times = worker.get("step_times_s") or []
     out["warmup_step_times_s"], out["step_times_s"] = times[:req.warmup], times[req.warmup:]
