@@ -1,3 +1,6 @@
+import os
+import pickle
+import shutil
 import sys
 from pathlib import Path
 
@@ -5,6 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TINY = str(FIXTURES / "tiny")
 sys.path.insert(0, str(ROOT))
 
 
@@ -12,3 +16,43 @@ sys.path.insert(0, str(ROOT))
 def _no_user_presets(tmp_path_factory, monkeypatch):
     """Tests never read the developer's own ~/.config/tui-planner."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
+def once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """make(folder) runs once for the whole test run, in whichever pytest-xdist worker asks first; the
+    others wait for it and share the folder (each worker's temp folder sits under one root)."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / name
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / "done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a make that failed half-way in another worker
+            folder.mkdir()
+            make(folder)
+            (folder / "done").touch()
+    return folder
+
+
+OFFLOAD_SWEEP = ("naive", "free-lunch", "zero2+offload", "ckpt+fsdp3+offload")
+
+
+@pytest.fixture(scope="session")
+def offload_sweep(tmp_path_factory) -> Path:
+    """The tiny model's naive, free-lunch, ZeRO-2 + offload and checkpointing + FSDP-3 + offload, measured
+    for real once per test run: DeepSpeed's offload trials are the slowest of the suite (two launches each,
+    and a CPU Adam build on a fresh machine), and the engine's and the recipe's tests read the same rows.
+    Returns the folder with `r.duckdb` (copy it before writing) and `events.pickle` (the sweep's events)."""
+
+    def make(folder: Path) -> None:
+        from engine.bench.sweep import SweepRequest, run_sweep
+
+        seen = []
+        run_sweep(SweepRequest(model="tiny-neox", methods="all", exhaustive=True, only=OFFLOAD_SWEEP, device="cpu",
+                               presets=(TINY,), compile=False, repetitions=3, warmup=1, timeout_s=900,
+                               db=str(folder / "r.duckdb")), on_event=seen.append)
+        (folder / "events.pickle").write_bytes(pickle.dumps(seen))
+
+    return once_per_run(tmp_path_factory, "offload-sweep", make)

@@ -6,6 +6,7 @@ The OOM path is real: the trial caps its own address space, so a too-large batch
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -304,14 +305,13 @@ def test_a_hang_is_killed_recorded_and_leaves_no_process(tmp_path):
     assert not _processes_with("engine.bench.trial"), "a trial process outlived its sweep"
 
 
-def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
+def test_deepspeed_and_fsdp_offload_run_for_real(offload_sweep, tmp_path):
     # DeepSpeed builds its CPU Adam op the first time (a minute or two on a fresh machine).
-    req = _request(tmp_path, methods="all", exhaustive=True, timeout_s=900,
-                   only=("zero2+offload", "ckpt+fsdp3+offload"))
-    seen = _sweep(req)
-    assert [e.status for e in seen if isinstance(e, ev.TrialFinished)] == ["measured", "measured"], [
-        e.message for e in seen if isinstance(e, ev.TrialFinished)]
-    with Store.open(req.db) as s:
+    seen = pickle.loads((offload_sweep / "events.pickle").read_bytes())
+    finished = {e.label: e for e in seen if isinstance(e, ev.TrialFinished)}
+    assert {k: finished[k].status for k in ("zero2+offload", "ckpt+fsdp3+offload")} == {
+        "zero2+offload": "measured", "ckpt+fsdp3+offload": "measured"}, [e.message for e in finished.values()]
+    with Store.open(offload_sweep / "r.duckdb", read_only=True) as s:
         rows = {r["key"].split("|")[4]: r for r in s.trials()}
     assert rows["zero2+offload"]["sharding"] == "zero2" and rows["zero2+offload"]["offloading"]
     assert rows["ckpt+fsdp3+offload"]["activation_checkpointing"] and rows["ckpt+fsdp3+offload"]["days"] > 0
@@ -320,7 +320,8 @@ def test_deepspeed_and_fsdp_offload_run_for_real(tmp_path):
     zero, fsdp = (json.loads(rows[k]["provenance"]) for k in ("zero2+offload", "ckpt+fsdp3+offload"))
     assert zero.get("measured_in_new_process") and not fsdp.get("measured_in_new_process")
     assert rows["zero2+offload"]["micro_batch"] == zero["max_micro_batch_searched"] == 16  # the whole batch
-    assert any(isinstance(e, ev.Log) and "in a new process" in e.line for e in seen)
+    assert any(isinstance(e, ev.Log) and e.key == finished["zero2+offload"].key and "in a new process" in e.line
+               for e in seen)
     with pytest.raises(Exception, match="no combination called"):
         _sweep(_request(tmp_path, only=("zero9",)))
 
@@ -437,13 +438,21 @@ def test_naive_turns_the_presets_fused_kernels_off(tmp_path):
     assert row["feasible"] and "turned off (naive)" in row["kernel"]
 
 
-def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(tmp_path):
-    """Two CPU ranks over gloo: DDP times its passes inside no_sync and adds the step's one gradient
-    all-reduce to the update; FSDP (which reduces on every pass) and ZeRO-1 run sharded."""
-    req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("free-lunch", "fsdp3", "zero1"))
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """free-lunch (DDP), FSDP-3 and ZeRO-1 on two CPU ranks over gloo, micro-batch at most 2 so that each
+    accumulates 4 passes (tiny-neox's batch of 16 over two ranks): one sweep for the two tests below."""
+    req = _request(tmp_path_factory.mktemp("two-ranks"), num_gpus=2, methods="all", exhaustive=True,
+                   only=("free-lunch", "fsdp3", "zero1"), max_micro_batch=2)
     _sweep(req)
     with Store.open(req.db, read_only=True) as s:
-        rows = {r["sharding"]: r for r in s.trials(model="tiny-neox")}
+        return {r["sharding"]: r for r in s.trials(model="tiny-neox")}
+
+
+def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(two_ranks):
+    """Two CPU ranks over gloo: DDP times its passes inside no_sync and adds the step's one gradient
+    all-reduce to the update; FSDP (which reduces on every pass) and ZeRO-1 run sharded."""
+    rows = two_ranks
     assert set(rows) == {"none", "fsdp3", "zero1"}
     assert all(r["feasible"] and r["days"] and r["num_gpus"] == 2 for r in rows.values()), rows
     ddp = rows["none"]
@@ -458,12 +467,9 @@ def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(tm
     assert zero1["allreduce_s"] >= 0 and len(zero1["synced_pass_times_s"]) == rows["zero1"]["repetitions"]
 
 
-def test_zero1_accumulates_without_reducing_until_the_boundary(tmp_path):
+def test_zero1_accumulates_without_reducing_until_the_boundary(two_ranks):
     """DeepSpeed is told the real accumulation (4 here) and the passes inside it skip the reduction."""
-    req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("zero1",), max_micro_batch=2)
-    _sweep(req)
-    with Store.open(req.db, read_only=True) as s:
-        (row,) = s.trials(model="tiny-neox")
+    row = two_ranks["zero1"]
     prov = json.loads(row["provenance"])
     assert row["feasible"] and row["micro_batch"] == 2 and row["grad_accum"] == 4, row["failure_message"]
     assert row["update_s"] == pytest.approx(prov["optimizer_update_s"] + prov["allreduce_s"])
@@ -476,7 +482,7 @@ def test_one_rank_out_of_memory_while_measuring_relaunches_the_trial_at_half(tmp
     another micro-batch (on gloo, a result rank 0 alone measured); the trial ends its group and is launched
     again, skipping the batch search."""
     req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("fsdp3",),
-                   faults={"fsdp3": "oom-measuring-rank1"}, timeout_s=180)
+                   faults={"fsdp3": "oom-measuring-rank1"}, timeout_s=180, max_micro_batch=2)
     seen = _sweep(req)
     (done,) = [e for e in seen if isinstance(e, ev.TrialFinished)]
     assert done.status == "measured", done.message
@@ -484,23 +490,23 @@ def test_one_rank_out_of_memory_while_measuring_relaunches_the_trial_at_half(tmp
         (row,) = s.trials(model="tiny-neox")
     prov = json.loads(row["provenance"])
     searched = prov["max_micro_batch_searched"]
-    assert searched == 8  # tiny-neox's per-rank batch: the search's answer is kept through the relaunch
+    assert searched == 2  # the cap: the search's answer is kept through the relaunch
     # Every micro-batch above 1 fails on rank 1, so it halves down to 1, launched once per halving.
-    assert prov["measure_oom"] == [8, 4, 2] and row["micro_batch"] == 1 and row["grad_accum"] == 8
-    assert [e.micro_batch for e in seen if isinstance(e, ev.BatchTried) and not e.fits] == [8, 4, 2]
+    assert prov["measure_oom"] == [2] and row["micro_batch"] == 1 and row["grad_accum"] == 8
+    assert [e.micro_batch for e in seen if isinstance(e, ev.BatchTried) and not e.fits] == [2]
     assert not _processes_with("engine.bench.trial")
 
 
 def test_one_rank_out_of_memory_at_every_micro_batch_is_an_out_of_memory_row_with_its_settings(tmp_path):
     req = _request(tmp_path, num_gpus=2, methods="all", exhaustive=True, only=("fsdp3",),
-                   faults={"fsdp3": "oom-measuring-rank1-all"}, timeout_s=180)
+                   faults={"fsdp3": "oom-measuring-rank1-all"}, timeout_s=180, max_micro_batch=2)
     seen = _sweep(req)
     (done,) = [e for e in seen if isinstance(e, ev.TrialFinished)]
     assert done.status == "oom" and "micro-batch 1" in done.message
     with Store.open(req.db, read_only=True) as s:
         (row,) = s.trials(model="tiny-neox")
     prov = json.loads(row["provenance"])
-    assert not row["feasible"] and row["failure_kind"] == "oom" and prov["measure_oom"] == [8, 4, 2, 1]
+    assert not row["feasible"] and row["failure_kind"] == "oom" and prov["measure_oom"] == [2, 1]
     # The settings the trial ran with come from the last launch's relaunch event, not from a result file.
     assert row["attention"] and row["compile"] is not None and prov["versions"]["torch"]
     assert not _processes_with("engine.bench.trial")
