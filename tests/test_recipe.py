@@ -194,7 +194,7 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
     # The allocator setting travels with the measurement that recorded it (older ones did not).
     assert "PYTORCH_CUDA_ALLOC_CONF" not in r.launch or r.plan["provenance"].get("alloc_conf")
     plan = {**r.plan, "provenance": {**r.plan["provenance"], "alloc_conf": "expandable_segments:True"}}
-    assert ('export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}"'
+    assert ('if [ -z "${PYTORCH_CUDA_ALLOC_CONF:-}" ]; then export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; fi'
             in recipe._launch(plan, presets.model("pythia-1b")))
     # Measured with the causal flag: the launcher's header tells the user's script to do the same.
     assert r.plan["provenance"]["causal_mask"] == "is_causal flag"

@@ -23,6 +23,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from engine.data.errors import PresetError
+from engine.data.safe import is_id
 from engine.data.paths import presets_dir, user_presets_dir
 
 ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -296,14 +297,34 @@ class _Table:
             raise self._err(extra[0], f"no such key here (known keys: {', '.join(sorted(self.used))})")
 
 
+# Preset and config files are a few kilobytes; a bound keeps a wrong path (/dev/zero, a dataset) from
+# being read into memory, and nesting beyond any real file's from exhausting the parser's recursion.
+MAX_FILE_BYTES = 4 * 2**20
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES; OSError (or ValueError: too large) else."""
+    if not path.is_file():
+        raise ValueError("a regular file" if path.exists() else "an existing file")
+    with open(path, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"a file of at most {MAX_FILE_BYTES // 2**20} MiB")
+    return data
+
+
 def _load_toml(path: Path) -> dict:
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise PresetError(str(path), None, "an existing TOML file") from None
+        data = _read_bounded(path)
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise PresetError(str(path), None, f"UTF-8 text (byte {e.start} is not UTF-8)") from None
     except tomllib.TOMLDecodeError as e:
         raise PresetError(str(path), None, f"valid TOML ({e})") from None
+    except RecursionError:
+        raise PresetError(str(path), None, "TOML nested no deeper than a preset needs") from None
+    except ValueError as e:
+        raise PresetError(str(path), None, str(e) if str(path) else "a TOML file") from None
     except OSError as e:
         raise PresetError(str(path), None, f"a readable file ({e.strerror})") from None
 
@@ -353,6 +374,12 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
         if isinstance(entry, dict) and "hf_config" in entry:
             _inline_hf_config(model_id, entry, origins)
 
+    for kind in ("models", "gpus"):
+        for entry_id in merged.get(kind, {}):
+            if not is_id(entry_id):
+                raise PresetError(origins.file_for((kind, entry_id)) or "presets", f"{kind}.{entry_id}"[:120],
+                                  "an id of letters, digits and . _ + - (at most 64, starting with a letter or "
+                                  f"digit; quote one with a dot: [{kind}.\"llama-3.2-1b\"])")
     gpus = {gid: _gpu(gid, _Table(e, ("gpus", gid), origins)) for gid, e in merged.get("gpus", {}).items()}
     models = {mid: _model(mid, _Table(e, ("models", mid), origins)) for mid, e in merged.get("models", {}).items()}
     machines: dict[int, Machine] = {}
@@ -382,9 +409,14 @@ def _inline_hf_config(model_id: str, entry: dict, origins: _Origins) -> None:
     if not path.is_absolute():
         path = Path(file).parent / path
     try:
-        values = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise PresetError(file, ".".join(key), f"a readable config.json at {path} ({e})") from None
+        values = json.loads(_read_bounded(path).decode("utf-8"))
+    except RecursionError:
+        raise PresetError(file, ".".join(key), f"a config.json at {path} nested no deeper than a config needs") from None
+    except UnicodeDecodeError as e:
+        raise PresetError(file, ".".join(key), f"a UTF-8 config.json at {path} (byte {e.start} is not)") from None
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise PresetError(file, ".".join(key), f"a readable config.json at {path} ({why})") from None
     if not isinstance(values, dict):
         raise PresetError(file, ".".join(key), f"a JSON object in {path}")
     inline = entry.get("config", {})

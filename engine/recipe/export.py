@@ -16,11 +16,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.data import formulas, space
+from engine.data import formulas, safe, space
 from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets, Training
 from engine.data.store import Store, plain
@@ -300,8 +301,12 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
 
 
 def _launch(plan: dict, model: Model) -> str:
-    n, nodes = plan["num_gpus"], plan["num_nodes"]
-    cell = "the CPU" if plan["gpu"] == "cpu" else f"{n} x {plan['gpu']}" + (f" x {nodes} nodes" if nodes != 1 else "")
+    """launch.sh. Every value from the database or the presets is data: in a comment it cannot end the line
+    (safe.comment), on a command line it is a validated number or setting, quoted (a shared results file
+    must not run anything)."""
+    c = safe.comment
+    n, nodes = int(plan["num_gpus"]), int(plan["num_nodes"])
+    cell = "the CPU" if plan["gpu"] == "cpu" else f"{n} x {c(plan['gpu'])}" + (f" x {nodes} nodes" if nodes != 1 else "")
     if nodes == 1:
         where = f"--standalone --nnodes 1 --nproc-per-node {n}"
         acc = f"accelerate launch --num_processes {n}"
@@ -313,28 +318,32 @@ def _launch(plan: dict, model: Model) -> str:
                "--main_process_ip $MASTER_ADDR --main_process_port ${MASTER_PORT:-29500}")
     extra = ""
     if plan["files"]["deepspeed"]:
-        extra = f"# training_args.json names {DEEPSPEED} (ZeRO-{plan['sharding'][-1]}), read from this directory.\n"
+        extra = f"# training_args.json names {DEEPSPEED} (ZeRO-{c(plan['sharding'][-1])}), read from this directory.\n"
     elif (plan["sharding"] or "").startswith("fsdp"):
         extra = "# training_args.json carries the FSDP settings (fsdp, fsdp_config).\n"
     attn = plan["attn_implementation"]
-    model_line = (f"#   model = {model.hf_class}._from_config(config, attn_implementation=\"{attn}\")"
-                  if attn and attn != "none" else f"#   model = {model.hf_class}._from_config(config)")
+    model_line = (f"#   model = {c(model.hf_class)}._from_config(config, attn_implementation=\"{c(attn)}\")"
+                  if attn and attn != "none" else f"#   model = {c(model.hf_class)}._from_config(config)")
     if plan.get("compile") and without_dense_masks(plan.get("provenance") or {}):
         call = ("sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing), as measured"
                 if plan.get("activation_checkpointing") else
                 "sdpa_without_dense_masks()  # compiled attention without a dense mask, as measured")
         model_line = "#   from engine.bench.modeling import sdpa_without_dense_masks\n#   " + call + "\n" + model_line
-    conf = (plan.get("provenance") or {}).get("alloc_conf")
     # The CUDA allocator the benchmark ran with (recorded since 2026-11-23); yours wins if set.
-    alloc = f'export PYTORCH_CUDA_ALLOC_CONF="${{PYTORCH_CUDA_ALLOC_CONF:-{conf}}}"\n' if conf else ""
+    alloc = ""
+    conf = (plan.get("provenance") or {}).get("alloc_conf")
+    if conf and isinstance(conf, str) and safe.ALLOC_CONF_PATTERN.fullmatch(conf):
+        alloc = (f'if [ -z "${{PYTORCH_CUDA_ALLOC_CONF:-}}" ]; then export PYTORCH_CUDA_ALLOC_CONF={shlex.quote(conf)}; fi\n')
+    elif conf:
+        alloc = "# The allocator setting recorded with this trial is not one PyTorch reads; it is left out.\n"
     if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading") and plan.get("world_size", 1) > 1:
         # Clipping offloaded gradients all-reduces their norm on the CPU: accelerate adds gloo beside NCCL
         # only when these say FSDP offload, and transformers sets them too late (after the process group).
         alloc += "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true  # gloo beside NCCL for CPU tensors\n"
     return f"""#!/usr/bin/env bash
-# {model.name} on {cell}: {plan['methods']}, micro-batch \
-{plan['micro_batch']} x {plan['grad_accum']} accumulation
-# (tui-planner export, trial {plan['trial_id']}). Expected: {plan['days']:.3g} days.
+# {c(model.name)} on {cell}: {c(plan['methods'])}, micro-batch \
+{int(plan['micro_batch'])} x {int(plan['grad_accum'])} accumulation
+# (tui-planner export, trial {c(plan['trial_id'])}). Expected: {float(plan['days']):.3g} days.
 #
 # Usage: bash launch.sh YOUR_TRAIN.py [ARGS...]
 # Your script runs in this directory, builds the model and the data, and trains with
