@@ -10,6 +10,7 @@ interrupted resumes where it stopped: trials whose key is already in the databas
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import tempfile
@@ -26,7 +27,7 @@ from engine.bench.events import (BatchTried, Log, SweepFinished, SweepStarted, T
                            TrialStarted)
 from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
-from engine.data.store import Run, Store, Trial
+from engine.data.store import Run, Store, Trial, plain
 
 
 @dataclass
@@ -167,6 +168,53 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     return specs
 
 
+def host_memory_bytes() -> float | None:
+    try:
+        import os
+
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+# Refuse only what is far out of reach: the memory model's least need (weights and optimizer states, no
+# activations) above the device by this much. Anything closer is for the trial's own search to find out.
+REFUSE_MARGIN = 0.5
+
+
+def refuse_what_cannot_fit(req: SweepRequest, presets: Presets, gpu: str, specs: list[TrialSpec]) -> None:
+    """Before anything is launched: a model that no combination of the sweep could hold (a config with a
+    million layers, say) is refused with the memory model's figure, rather than growing a trial until its
+    timeout. Checks the least static need of any planned combination at micro-batch 1 against one GPU (on
+    the CPU, against this machine's memory), and the model's fp32 weights, which a trial builds on the host
+    first, against the host. A model the memory model cannot describe is left to the trials."""
+    from engine.predict import memory
+
+    model = presets.model(req.model)
+    try:
+        psi = memory.shape(model).params
+        needs = [(memory.need(model, s.methods, s.num_gpus * s.num_nodes, 1, kappa=0.0).static_bytes, s.methods.label)
+                 for s in specs]
+    except PlannerError:
+        return
+    host = host_memory_bytes()
+    gb = lambda b: f"{b / 1e9:,.1f} GB"  # noqa: E731
+    if host and 4 * psi > host * (1 + REFUSE_MARGIN):
+        raise PlannerError(f"{model.id}: {psi:,.0f} parameters need {gb(4 * psi)} in fp32 to build, and this machine "
+                           f"has {gb(host)} of memory; nothing was launched (check the model's config)")
+    if not needs:
+        return
+    least, label = min(needs)
+    if req.device == "cuda":
+        capacity, where = memory.capacity_bytes(presets.gpu(gpu)), f"one {presets.gpu(gpu).name}"
+    else:
+        capacity, where = host, "this machine's memory"
+    if capacity and least > capacity * (1 + REFUSE_MARGIN):
+        raise PlannerError(f"{model.id} cannot fit {where} ({gb(capacity)}): the memory model's least need is "
+                           f"{gb(least)} at micro-batch 1 without activations ({label}, the leanest setting of "
+                           "this sweep); nothing was launched (check the model's config, or use more GPUs)")
+
+
 def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: Presets, run_id: str,
                machine: Machine | None) -> Trial:
     model = presets.model(spec.model)
@@ -236,6 +284,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     machine = probe() if req.device == "cuda" else None
     gpu = _resolve_gpu(req, presets, machine)
     specs = plan(req, presets, gpu)
+    refuse_what_cannot_fit(req, presets, gpu, specs)
     clear_build_locks(older_than_s=3600)  # left by a build killed in an earlier session
     own = store is None
     run_started = False
@@ -244,6 +293,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             raise PlannerError("a sweep needs a database to write: pass --db FILE")
         store = Store.open(req.db, read_only=False)
     try:
+        _store_kept(store, on_event)  # what a sweep that could not write finished: stored, not measured again
         # An exhaustive sweep also measures what an earlier, pruned one left as dominated or skipped.
         done = store.done_keys([s.key for s in specs], final_only=True, pruned_final=not req.exhaustive)
         skip_cal = _memory_calibration(req, presets, store)
@@ -265,7 +315,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     + (" --exhaustive" if req.exhaustive else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
         )
-        store.add_run(run)
+        store.start_run(run)
         run_started = True
         store.record_presets(run.run_id, presets)
         on_event(SweepStarted(total=len(specs), skipped=len(done) + len(given_up), run_id=run.run_id,
@@ -329,7 +379,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 if out.status == "stopped":
                     on_event(TrialFinished(spec.key, label, "stopped", message=out.message, duration_s=out.duration_s))
                     break
-                store.add_trial(row)
+                _store_trial(store, row)
                 status = row.failure_kind or "measured"
                 counts[status] = counts.get(status, 0) + 1
                 if row.feasible and row.days is not None and row.micro_batch:
@@ -347,11 +397,78 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         return run.run_id
     except BaseException:
         if run_started:
-            store.finish_run(run.run_id, "interrupted")
+            try:
+                store.finish_run(run.run_id, "interrupted")
+            except PlannerError:
+                pass  # the file cannot be written (the error being raised says why); the run reads interrupted
         raise
     finally:
         if own:
             store.close()
+
+
+def _kept_dir(store: Store) -> Path | None:
+    """Where a finished trial's row waits until the database has it: beside the file, FILE.pending/."""
+    return None if store.path is None else Path(store.path).with_name(Path(store.path).name + ".pending")
+
+
+def _store_trial(store: Store, row: Trial) -> None:
+    """Write a finished trial. Its row is kept beside the database first and removed once written, so a
+    write that fails (a full disk, a file gone read-only) loses nothing: the next run stores it."""
+    kept = _kept_dir(store)
+    keep = None
+    if kept is not None:
+        try:
+            kept.mkdir(exist_ok=True)
+            keep = kept / f"{row.trial_id}.json"
+            keep.write_text(json.dumps({k: plain(v) for k, v in dataclasses.asdict(row).items()}))
+        except OSError:
+            keep = None  # no room even for that: the database write below says what is wrong
+    try:
+        store.add_trial(row)
+    except PlannerError as e:
+        where = (f"the trial's result is kept in {keep} and is stored when you run the same command again"
+                 if keep else "the trial's result could not be kept either: it will be measured again")
+        raise PlannerError(f"{e}; {where}") from None
+    if keep is not None:
+        keep.unlink(missing_ok=True)
+        try:
+            kept.rmdir()
+        except OSError:
+            pass
+
+
+def _store_kept(store: Store, on_event) -> int:
+    """Store the rows an earlier sweep finished but could not write (see _store_trial)."""
+    kept = _kept_dir(store)
+    if kept is None or not kept.is_dir():
+        return 0
+    rows, files = [], sorted(kept.glob("*.json"))
+    have = {r["trial_id"] for r in store.query("SELECT trial_id FROM trials WHERE trial_id IN (SELECT unnest(?))",
+                                               [[f.stem for f in files]])}
+    for f in files:
+        try:
+            data = json.loads(f.read_text())
+            if data.get("created_at"):
+                data["created_at"] = dt.datetime.fromisoformat(data["created_at"])
+            row = Trial(**data)
+        except (OSError, ValueError, TypeError) as e:
+            on_event(Log("", f"{f}: not a kept trial row ({e}); left as it is"))
+            continue
+        if row.trial_id not in have:
+            rows.append(row)
+        else:
+            f.unlink(missing_ok=True)
+    if rows:
+        store.add_trials(rows)
+        for r in rows:
+            (kept / f"{r.trial_id}.json").unlink(missing_ok=True)
+        on_event(Log("", f"stored {len(rows)} finished trial(s) kept from a sweep that could not write them"))
+    try:
+        kept.rmdir()
+    except OSError:
+        pass
+    return len(rows)
 
 
 def _run_with_relaunch(req: SweepRequest, spec: TrialSpec, tmp: Path, on_event, stop) -> TrialOutcome:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,34 +210,42 @@ class Store:
 
     @classmethod
     def open(cls, path: str | Path | None = None, read_only: bool | None = None, create: bool = True) -> "Store":
-        """Open (or create) a results file. None opens an in-memory store. Shipped files are read-only."""
+        """Open (or create) a results file. None opens an in-memory store. Shipped files are read-only.
+        Every way a file can be wrong (missing, a folder, locked by a writer, damaged, not ours, from a newer
+        version, a name the file system refuses) is a StoreError naming the file, never a traceback."""
         if path is None:
             store = cls(duckdb.connect(":memory:"), None, False)
             store._create()
             return store
         path = Path(path).expanduser()
-        if read_only is None:
-            read_only = is_shipped(path)
-        exists = path.exists()
-        if not exists and (read_only or not create):
-            raise StoreError(f"{path}: no such database file")
-        if exists and path.is_dir():
-            raise StoreError(f"{path}: is a directory, not a database file")
+        try:
+            if read_only is None:
+                read_only = is_shipped(path)
+            exists = path.exists()
+            if not exists and (read_only or not create):
+                raise StoreError(f"{path}: no such database file")
+            if exists and path.is_dir():
+                raise StoreError(f"{path}: is a directory, not a database file")
+            if not exists:
+                _create_atomically(path)
+        except OSError as e:
+            raise StoreError(f"{path}: {e.strerror or e}") from None
         try:
             con = duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as e:
             if _is_lock_error(e):
                 raise StoreError(
                     f"{path}: another process is writing to this database ({_lock_holder(e)}). "
-                    "Wait for its sweep to finish or stop it, or open a copy of the file."
+                    "Wait for its sweep to finish or stop it, or open a copy of the file (each trial is in the "
+                    "file itself once written)."
                 ) from None
-            raise StoreError(f"{path}: cannot open as a DuckDB database ({str(e).splitlines()[0]})") from None
+            raise StoreError(f"{path}: cannot open as a DuckDB database ({_first_line(e)})") from None
         store = cls(con, path, read_only)
         try:
-            if not exists:
-                store._create()
-            else:
-                store._check_version()
+            store._check_version()
+        except duckdb.Error as e:
+            con.close()
+            raise StoreError(f"{path}: cannot read it; the file may be damaged or cut short ({_first_line(e)})") from None
         except BaseException:
             con.close()
             raise
@@ -254,9 +263,11 @@ class Store:
         self._migrate_from(1)
         self.con.execute("COMMIT")
 
+    def _tables(self) -> set[str]:
+        return {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
     def _version(self) -> int | None:
-        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if "meta" not in tables:
+        if "meta" not in self._tables():
             return None
         row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         try:
@@ -269,6 +280,9 @@ class Store:
         where = self.path or "database"
         if version is None:
             raise StoreError(f"{where}: not a tui-planner database (it has no schema version)")
+        missing = {"runs", "trials"} - self._tables()
+        if missing:
+            raise StoreError(f"{where}: not a tui-planner database (no {' or '.join(sorted(missing))} table)")
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{where}: made by a newer tui-planner (schema v{version}); this one reads up to "
@@ -315,10 +329,30 @@ class Store:
 
     def finish_run(self, run_id: str, status: str = "done") -> None:
         self._writable()
-        self.con.execute(
-            "UPDATE runs SET ended_at = ?, status = ? WHERE run_id = ?",
-            [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status, run_id],
-        )
+        try:
+            self.con.execute(
+                "UPDATE runs SET ended_at = ?, status = ? WHERE run_id = ?",
+                [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status, run_id],
+            )
+        except duckdb.Error as e:
+            raise StoreError(f"{self.path or 'database'}: cannot write ({_first_line(e)})") from e
+        finally:
+            _LIVE_RUNS.discard(run_id)  # over either way: unwritten, it reads (and is marked) interrupted
+        self._checkpoint()
+
+    def start_run(self, run: Run) -> str:
+        """Add a run this process is about to write trials for. Runs still 'running' from a process that
+        died (killed outright, its machine gone) are marked 'interrupted' first: a writer holds the file
+        alone, so a 'running' run that is not this process's own is over."""
+        self._writable()
+        stale = [r for r in self.query("SELECT run_id FROM runs WHERE status = 'running'")
+                 if r["run_id"] not in _LIVE_RUNS]
+        if stale:
+            self.con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?))",
+                             [[r["run_id"] for r in stale]])
+        self.add_run(run)
+        _LIVE_RUNS.add(run.run_id)
+        return run.run_id
 
     def add_trial(self, trial: Trial) -> str:
         """Write one trial in its own transaction: a killed sweep loses at most the trial in flight."""
@@ -343,9 +377,25 @@ class Store:
         try:
             self.con.executemany(sql, [list(r) for r in rows])
             self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
+        except BaseException as e:
+            try:  # a failed COMMIT has ended the transaction already: its error is the one to report
+                self.con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            if isinstance(e, duckdb.Error):
+                raise StoreError(f"{self.path or 'database'}: cannot write ({_first_line(e)})") from e
             raise
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Move what was just committed from the write-ahead log into the file itself: a copy of the file
+        alone then holds every trial, and a log cut short can lose no more than the write in flight."""
+        if self.path is None or self.read_only:
+            return
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error:
+            pass  # another connection's open transaction: the log holds the rows until the next checkpoint
 
     def record_presets(self, run_id: str, presets: Any) -> None:
         """Store the presets a run used, as JSON, so its numbers can be re-derived later."""
@@ -425,7 +475,12 @@ class Store:
         return {k: m for k, m in rows}
 
     def runs(self) -> list[dict[str, Any]]:
-        return self.query("SELECT * FROM runs ORDER BY started_at NULLS FIRST")
+        """Every run, oldest first; one left 'running' by a process that is gone reads 'interrupted'."""
+        rows = self.query("SELECT * FROM runs ORDER BY started_at NULLS FIRST")
+        for r in rows:
+            if r["status"] == "running" and r["run_id"] not in _LIVE_RUNS:
+                r["status"] = "interrupted"
+        return rows
 
     def summary(self) -> list[dict[str, Any]]:
         return self.query(
@@ -434,6 +489,48 @@ class Store:
                       sum(CASE WHEN plausibility IN ('implausible', 'impossible') THEN 1 ELSE 0 END) AS flagged
                FROM trials GROUP BY source ORDER BY source"""
         )
+
+
+# Runs this process is writing now (Store.start_run): any other run still marked 'running' is over.
+_LIVE_RUNS: set[str] = set()
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
+
+def _create_atomically(path: Path) -> None:
+    """A new results file appears whole or not at all: the schema is made in a file beside it, which is
+    then linked into place (a process killed half-way leaves only that hidden file, removed next time)."""
+    for old in path.parent.glob(f".{path.name}.*.creating*"):
+        try:
+            pid = int(old.name.split(".creating")[0].rsplit(".", 1)[1])
+            os.kill(pid, 0)  # its creator is still at work
+        except ProcessLookupError:
+            old.unlink(missing_ok=True)
+        except (ValueError, IndexError, PermissionError):
+            pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.creating")
+    tmp.unlink(missing_ok=True)
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            Store(con, tmp, False)._create()
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        try:
+            os.link(tmp, path)  # fails if another process made the file meanwhile: theirs stands
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(tmp, path)
+    except duckdb.Error as e:
+        raise StoreError(f"{path}: cannot create it ({_first_line(e)})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
 
 
 def _lock_holder(e: Exception) -> str:
