@@ -95,19 +95,25 @@ def test_cuda_arch_list_that_breaks_deepspeed_is_cleaned():
     assert out["TORCH_CUDA_ARCH_LIST"] == "9.0" and out["NCCL_NVLS_ENABLE"] == "0"
 
 
-def test_a_killed_builds_lock_is_cleared(tmp_path, monkeypatch):
+def test_a_stale_build_lock_is_cleared_and_a_held_one_is_not(tmp_path, monkeypatch):
     import time
 
-    from engine.bench.environment import clear_build_locks
+    from engine.bench.environment import build_locks_held_by, clear_build_locks
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    old, new = tmp_path / "py311_cpu" / "cpu_adam" / "lock", tmp_path / "py311_cpu" / "shm" / "lock"
-    for lock in (old, new):
+    old, held = tmp_path / "py311_cpu" / "cpu_adam" / "lock", tmp_path / "py311_cpu" / "shm" / "lock"
+    for lock in (old, held):
         lock.parent.mkdir(parents=True)
         lock.touch()
-    os.utime(old, (time.time() - 7200, time.time() - 7200))
-    assert clear_build_locks(older_than_s=3600) == [old] and new.exists()
-    assert clear_build_locks(since=time.time() - 60) == [new] and not new.exists()
+        os.utime(lock, (time.time() - 7200, time.time() - 7200))
+    fd = os.open(held, os.O_RDONLY)  # a build in progress holds its lock open
+    try:
+        assert build_locks_held_by([os.getpid()]) == {held.resolve()}
+        assert clear_build_locks(older_than_s=3600) == [old] and held.exists()
+        assert clear_build_locks([held]) == [] and held.exists()  # not even when named: it is in use
+    finally:
+        os.close(fd)
+    assert clear_build_locks([held]) == [held] and not held.exists()
 
 
 def test_a_trial_spec_survives_json():

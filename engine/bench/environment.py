@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,9 +43,10 @@ def sanitize_cuda_arch_env(env=None) -> str | None:
     return value
 
 
-def die_with_parent() -> None:
+def die_with_parent(expected_parent: int | None = None) -> None:
     """PR_SET_PDEATHSIG: if our parent dies (the app killed outright), this process is killed too, so
-    no trial is left holding a GPU. Linux only; elsewhere a no-op."""
+    no trial is left holding a GPU. A parent that died before the call goes unnoticed by the kernel, so
+    with `expected_parent` (the pid that started us) we check we still have it. Linux only."""
     try:
         import ctypes
         import signal
@@ -52,6 +54,78 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)
+
+
+def launched_by(parent: int | None = None):
+    """A preexec_fn for Popen: the child dies with this process (called here, it records our pid)."""
+    import functools
+
+    return functools.partial(die_with_parent, os.getpid() if parent is None else parent)
+
+
+# The process that owns a trial (the sweep, the app, verify), as pid:start-time, so a trial worker can tell
+# it is gone even when it died before the worker ran a line (guard_worker).
+WATCH_ENV = "TUI_PLANNER_OWNER"
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_token() -> str:
+    return f"{os.getpid()}:{_start_time(os.getpid()) or ''}"
+
+
+def _owner_alive(token: str) -> bool:
+    pid, _, started = token.partition(":")
+    try:
+        now = _start_time(int(pid))
+    except ValueError:
+        return True
+    return now is not None and (not started or now == started)  # the same process, not a reused pid
+
+
+def guard_worker(poll_s: float = 0.5) -> None:
+    """Called first thing in a trial or verify worker (torchrun's child): die with torchrun, and end at once
+    if the process that owns the trial is gone or torchrun already is (either can die in the moment
+    before this runs, when the kernel's death signal is not yet set); then a watcher ends this process
+    group within `poll_s` of either going, whatever the instant."""
+    import signal
+    import threading
+
+    die_with_parent()
+    token, parent = os.environ.get(WATCH_ENV), os.getppid()
+
+    def orphaned() -> bool:
+        if token and not _owner_alive(token):
+            return True
+        try:
+            agent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+        except OSError:
+            return True
+        return os.getppid() != parent or b"torch.distributed" not in agent and b"torchrun" not in agent
+
+    def end() -> None:
+        try:
+            os.killpg(0, signal.SIGKILL)  # this worker and whatever it started (compile workers, a build)
+        finally:
+            os._exit(1)
+
+    if orphaned():
+        end()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if orphaned():
+                end()
+
+    threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
 # Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.
@@ -68,6 +142,7 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
         env.setdefault(k, v)
     sanitize_cuda_arch_env(env)
     env["PYTHONUNBUFFERED"] = "1"
+    env[WATCH_ENV] = owner_token()
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
     # The CUDA allocator is left at PyTorch's default. Growable segments (expandable_segments:True) showed
@@ -111,18 +186,65 @@ def extensions_root() -> Path:
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
 
 
-def clear_build_locks(since: float | None = None, older_than_s: float | None = None) -> list[Path]:
-    """A JIT build that is killed (a trial's timeout) leaves its `lock` file behind, and every later build
-    of that op waits on it forever. Remove locks made since a killed trial began, or older than a bound."""
-    root, removed, now = extensions_root(), [], time.time()
-    if not root.is_dir():
-        return removed
-    for lock in root.glob("*/*/lock"):
+def _locks() -> list[Path]:
+    root = extensions_root()
+    return list(root.glob("*/*/lock")) if root.is_dir() else []
+
+
+def build_locks_held_by(pids) -> set[Path]:
+    """The JIT-build lock files these processes hold open (torch's FileBaton keeps the lock's descriptor
+    open from creating the file until it removes it)."""
+    wanted = {str(p.resolve()) for p in _locks()}
+    held = set()
+    if not wanted:
+        return held
+    for pid in pids:
         try:
-            mtime = lock.stat().st_mtime
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
         except OSError:
             continue
-        if (since is not None and mtime >= since) or (older_than_s is not None and now - mtime > older_than_s):
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target in wanted:
+                held.add(Path(target))
+    return held
+
+
+def _holders(lock: Path) -> bool:
+    """Whether any live process holds this lock open (a build in progress, ours or another's)."""
+    target = str(lock.resolve())
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            for fd in fd_dir.iterdir():
+                try:
+                    if os.readlink(fd) == target:
+                        return True
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return False
+
+
+def clear_build_locks(ours: Iterable[Path] = (), older_than_s: float | None = None) -> list[Path]:
+    """A JIT build that is killed (a trial's timeout) leaves its `lock` file behind, and every later build
+    of that op waits on it forever. Remove the locks our own trial processes were seen holding (`ours`),
+    and, with `older_than_s`, locks that old that no live process holds (left by an earlier session).
+    A lock another process holds is never touched: its build is running."""
+    removed, now = [], time.time()
+    candidates = {Path(p) for p in ours}
+    if older_than_s is not None:
+        for lock in _locks():
+            try:
+                if now - lock.stat().st_mtime > older_than_s:
+                    candidates.add(lock)
+            except OSError:
+                continue
+    for lock in sorted(candidates):
+        if lock.exists() and not _holders(lock):
             lock.unlink(missing_ok=True)
             removed.append(lock)
     return removed

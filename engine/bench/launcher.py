@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.bench.environment import clear_build_locks, die_with_parent, trial_env
+from engine.bench.environment import build_locks_held_by, clear_build_locks, launched_by, trial_env
 from engine.bench.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
 
 
@@ -167,10 +167,10 @@ def run_trial(
     env = trial_env()
     if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, spec.num_gpus)))
-    t0, started = time.perf_counter(), time.time()
+    t0 = time.perf_counter()
     procs = [subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=cmd_env,
-        cwd=str(workdir), start_new_session=True, preexec_fn=die_with_parent, bufsize=1,
+        cwd=str(workdir), start_new_session=True, preexec_fn=launched_by(), bufsize=1,
     ) for cmd, cmd_env in launch_commands(spec, spec_path, out_path, launcher, env)]
     tail: collections.deque[str] = collections.deque(maxlen=60)
     printed: dict = {}
@@ -201,8 +201,13 @@ def run_trial(
     for r in readers:
         r.start()
     status = None
+    ours: set[Path] = set()  # JIT-build locks our processes hold: only these may be removed if we kill them
+    polls = 0
     while True:
         time.sleep(0.2)
+        polls += 1
+        if polls % 5 == 0:
+            ours |= build_locks_held_by(pid for p in procs for pid in [p.pid, *descendants(p.pid)])
         codes = [p.poll() for p in procs]
         if all(c is not None for c in codes):
             break
@@ -219,11 +224,12 @@ def run_trial(
         if time.perf_counter() - t0 > timeout_s:
             status = "timeout"
             break
+    ours |= build_locks_held_by(pid for p in procs for pid in [p.pid, *descendants(p.pid)])
     for p in procs:  # torchrun's workers must not outlive it
         _kill_group(p, grace_s=5.0 if status else 1.0)
     code = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
     if status is not None or code:
-        for lock in clear_build_locks(since=started):  # a killed JIT build must not block the next trial
+        for lock in clear_build_locks(ours):  # a killed JIT build of ours must not block the next trial
             tail.append(f"removed the stale build lock {lock}")
     for r in readers:  # the processes are gone: the readers reach the end of their pipes (and every marker)
         r.join(timeout=5)

@@ -175,6 +175,18 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         emit("log", line="fault injection: hanging")
         while True:
             time.sleep(60)
+    if spec.fault == "hang-building":  # as a JIT build that hangs: its FileBaton lock held open
+        from torch.utils.file_baton import FileBaton
+
+        from engine.bench.environment import extensions_root
+
+        lock = extensions_root() / "fault" / "op" / "lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        baton = FileBaton(str(lock))
+        assert baton.try_acquire()
+        emit("log", line=f"fault injection: building, holding {lock}")
+        while True:
+            time.sleep(60)
     if spec.measure_oom_history:
         result["measure_oom"] = list(spec.measure_oom_history)
     if spec.measure_at:
@@ -459,9 +471,9 @@ def process_group_backend(device: str, m: Methods) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.bench.environment import die_with_parent
+    from engine.bench.environment import guard_worker
 
-    die_with_parent()
+    guard_worker()  # first: the sweep that owns this trial may already be gone
     argv = sys.argv[1:] if argv is None else argv
     spec_path, out_path = argv[0], argv[1]
     with open(spec_path) as f:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.recipe import export as recipe
-from engine.bench.environment import die_with_parent, host_info, probe, trial_env
+from engine.bench.environment import host_info, launched_by, probe, trial_env
 from engine.data.errors import PlannerError
 from engine.bench.events import parse_marker
 from engine.bench.launcher import _kill_group
@@ -165,7 +165,7 @@ def _launch(cmd: list[str], workdir: Path, timeout_s: float,
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             text=True, env=env, cwd=str(workdir), start_new_session=True,
-                            preexec_fn=die_with_parent, bufsize=1)
+                            preexec_fn=launched_by(), bufsize=1)
     tail: collections.deque[str] = collections.deque(maxlen=200)
 
     def read() -> None:

@@ -125,9 +125,9 @@ def _fp32_matmul(torch: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.bench.environment import die_with_parent, sanitize_cuda_arch_env
+    from engine.bench.environment import guard_worker, sanitize_cuda_arch_env
 
-    die_with_parent()
+    guard_worker()  # first: verify, which owns this run, may already be gone
     sanitize_cuda_arch_env()
     spec_path, out_path = (sys.argv[1:] if argv is None else argv)[:2]
     with open(spec_path) as f:
