@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.data.errors import PlannerError
+from tui_planner import args as arg
+from tui_planner import format as fmt
 
 DESCRIPTION = """\
 How long will pre-training take on these GPUs, with which settings, and what
@@ -101,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     rs.add_argument("--model", help="only this model id (see `tui-planner presets`)")
     rs.add_argument("--gpu", help="only this GPU id")
-    rs.add_argument("--num-gpus", type=int, help="only this GPU count")
+    rs.add_argument("--num-gpus", type=arg.whole(1), help="only this GPU count")
     rs.add_argument("--source", help="only this source, e.g. measured, paper-table1, paper-* ")
     rs.add_argument("--feasible", action="store_true", help="only results that fit")
     rs.add_argument("--format", choices=["table", "json", "csv"], default="table")
@@ -167,7 +169,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # a bad flag (argparse said why), --help or --version: its status, as a return
+        return e.code if isinstance(e.code, int) else 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again to resume a bench
     try:
         if args.command is None:
             if sys.stdin.isatty() and sys.stdout.isatty():
@@ -204,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return export_cli.run_verify(args)
     except PlannerError as e:
-        print(f"tui-planner: error: {e}", file=sys.stderr)
+        # Its message holds file names and values from files: shown, never acted on by the terminal.
+        print(f"tui-planner: error: {fmt.visible(e, newlines=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -320,12 +327,13 @@ def _db(args: argparse.Namespace) -> int:
     if args.db_command == "migrate":
         path = Path(args.file)
         with Store.open(path, read_only=False, create=False) as store:
-            print(f"{path}: schema v{store.schema_version}")
+            print(f"{fmt.visible(path)}: schema v{store.schema_version}")
         return 0
     with _open_store(args, args.file) as store:
-        print(f"{store.path}: schema v{store.schema_version}{' (read-only)' if store.read_only else ''}")
+        print(f"{fmt.visible(store.path)}: schema v{store.schema_version}{' (read-only)' if store.read_only else ''}")
         for row in store.summary():
-            print(f"  {row['source']:>14}: {row['trials']} trials, {row['feasible']} feasible, {row['flagged']} flagged")
+            print(f"  {fmt.visible(row['source']):>14}: {row['trials']} trials, {row['feasible']} feasible, "
+                  f"{row['flagged']} flagged")
         print(f"  runs: {len(store.runs())}")
     return 0
 

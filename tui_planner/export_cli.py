@@ -4,7 +4,11 @@ and a real training run that checks them (engine/recipe/export.py, engine/recipe
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+
+from tui_planner import args as arg
+from tui_planner.format import visible
 
 EXPORT_HELP = "write the best measured setting as Hugging Face / DeepSpeed / FSDP settings"
 EXPORT_DESCRIPTION = """\
@@ -44,21 +48,21 @@ exit status: 0 pass (or no verdict), 1 fail or training error, 2 bad input"""
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model preset id (tui-planner presets)")
     p.add_argument("--gpu", help="GPU preset id (cpu for a CPU sweep)")
-    p.add_argument("--num-gpus", type=int, metavar="N", help="GPUs per node")
-    p.add_argument("--nodes", type=int, default=1, metavar="K", help="nodes (default 1)")
+    p.add_argument("--num-gpus", type=arg.whole(1), metavar="N", help="GPUs per node")
+    p.add_argument("--nodes", type=arg.whole(1), default=1, metavar="K", help="nodes (default 1)")
     p.add_argument("--trial", metavar="ID", help="export this trial instead of the fastest")
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write (created)")
 
 
 def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="a directory `tui-planner export` wrote")
-    p.add_argument("--steps", type=int, default=5, metavar="N", help="timed steps (default 5)")
-    p.add_argument("--warmup", type=int, default=2, metavar="N",
+    p.add_argument("--steps", type=arg.whole(1), default=5, metavar="N", help="timed steps (default 5)")
+    p.add_argument("--warmup", type=arg.whole(0), default=2, metavar="N",
                    help="steps first, not compared: compile, warm-up (default 2)")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: the plan's")
-    p.add_argument("--tolerance", type=float, default=0.05, metavar="F",
-                   help="largest relative difference that passes (default 0.05)")
-    p.add_argument("--timeout", type=float, default=3600, metavar="S",
+    p.add_argument("--tolerance", type=arg.fraction(), default=0.05, metavar="F",
+                   help="largest relative difference that passes, from 0 to 1 (default 0.05)")
+    p.add_argument("--timeout", type=arg.positive(arg.MAX_SECONDS, "seconds"), default=3600, metavar="S",
                    help="kill the training run after S seconds (default 3600)")
     p.add_argument("-v", "--verbose", action="store_true", help="show the training process's output")
 
@@ -69,9 +73,9 @@ def run_export(args: argparse.Namespace, store, presets) -> int:
     choice = recipe.pick(store, presets, args.model, args.gpu, args.num_gpus, args.nodes, args.trial)
     r = recipe.build(choice, presets, store.path)
     paths = recipe.write(r, args.out)
-    print(r.explain.split("\n\nFiles:")[0])
-    print(f"\nwrote {', '.join(p.name for p in paths)} to {args.out}")
-    print(f"check it: tui-planner verify {args.out}")
+    print(visible(r.explain.split("\n\nFiles:")[0], newlines=True))
+    print(f"\nwrote {visible(', '.join(p.name for p in paths))} to {visible(args.out)}")
+    print(f"check it: tui-planner verify {visible(shlex.quote(str(args.out)))}")
     return 0
 
 
@@ -84,26 +88,26 @@ def run_verify(args: argparse.Namespace) -> int:
                         tolerance=args.tolerance, timeout_s=args.timeout)
     plan, _, _ = recipe.load(args.dir)
     cell = "the CPU" if plan["gpu"] == "cpu" else f"{plan['num_gpus']} x {plan['gpu']}"
-    print(f"verify: {plan['model']} on {cell}, {plan['methods']}, micro-batch {plan['micro_batch']} x "
-          f"{plan['grad_accum']}: {args.warmup} warm-up + {args.steps} timed steps on {args.device or plan['device']}",
-          flush=True)
+    print(visible(f"verify: {plan['model']} on {cell}, {plan['methods']}, micro-batch {plan['micro_batch']} x "
+                  f"{plan['grad_accum']}: {args.warmup} warm-up + {args.steps} timed steps on "
+                  f"{args.device or plan['device']}"), flush=True)
 
     def on_event(e: object) -> None:
         if isinstance(e, VerifyStep):
             kind = "warm-up" if e.warmup else "timed"
             print(f"  step {e.index} ({kind}): {e.step_s:.4g} s", flush=True)
         elif isinstance(e, VerifyLog) and args.verbose:
-            print(f"  | {e.line}", flush=True)
+            print(f"  | {visible(e.line)}", flush=True)
 
     out = run_verify(req, on_event)
     for note in out["notes"]:
-        print(f"note: {note}")
+        print(f"note: {visible(note, newlines=True)}")
     predicted = out["predicted_step_s"]
     if out["verdict"] == "error":
-        print(f"error: the exported settings did not train: {out['error']}", file=sys.stderr)
+        print(f"error: the exported settings did not train: {visible(out['error'], newlines=True)}", file=sys.stderr)
         for line in out.get("log_tail", [])[-15:]:
-            print(f"  | {line}", file=sys.stderr)
-        print(f"result: {out['path']}")
+            print(f"  | {visible(line)}", file=sys.stderr)
+        print(f"result: {visible(out['path'])}")
         return 1
     measured, diff = out["measured_step_s"], out["difference"]
     print(f"measured {measured:.4g} s per step (median of {len(out['step_times_s'])}, spread "
@@ -112,12 +116,12 @@ def run_verify(args: argparse.Namespace) -> int:
     print(f"  training: {out['measured_days']:.3g} days measured vs {plan['days']:.3g} predicted "
           f"({plan['steps']:,} steps)")
     if out["verdict"] == "no verdict":
-        print(f"no verdict: {out['no_verdict_because']}")
+        print(f"no verdict: {visible(out['no_verdict_because'])}")
     elif out["verdict"] == "pass":
         print(f"pass: within {args.tolerance:.0%} of the benchmark")
     else:
         print(f"FAIL: the benchmark predicted {predicted:.4g} s per step, training took {measured:.4g} s "
               f"({diff:+.1%}, more than {args.tolerance:.0%} apart)")
-    print(f"result: {out['path']}")
+    print(f"result: {visible(out['path'])}")
     return 1 if out["verdict"] == "fail" else 0
 

@@ -1,8 +1,64 @@
-"""How numbers read on screen: the same in the CLI's tables and the app."""
+"""How numbers read on screen: the same in the CLI's tables and the app; and how text from outside is shown.
+
+Text from outside (a database cell, a preset, a file name, a flag, an exception's message) is data: it
+goes into rich markup only through `esc`, into a table cell or a widget as `text` (a rich Text, never
+parsed), and never reaches the terminal with a control character in it (`visible`). Results files get
+shared: a cell holding `[/]` or an escape sequence must show as those characters, not act.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+# C0 and C1 controls (escape sequences, carriage return, backspace, bell...) and the bidirectional
+# overrides that reorder what a terminal shows. A tab is harmless and stays.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def visible(value: Any, newlines: bool = False) -> str:
+    """A value as text a terminal shows and never acts on: each control character written out as an
+    escape (ESC as \\x1b, a carriage return as \\r); a newline kept where the text may run over lines
+    (`newlines`), written \\n where it may not (a table cell, a title)."""
+
+    def sub(m: re.Match) -> str:
+        c = m.group()
+        if c == "\n" and newlines:
+            return c
+        return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return _CONTROL.sub(sub, str(value))
+
+
+def esc(value: Any, newlines: bool = False) -> str:
+    """A value from outside, to put inside rich markup of ours: shown verbatim, never read as markup."""
+    return escape(visible(value, newlines))
+
+
+def text(value: Any, style: str = "", newlines: bool = False) -> Text:
+    """A value from outside as a rich Text (a table cell, a widget's label): never parsed as markup."""
+    return Text(visible(value, newlines), style=style)
+
+
+def cell(markup: str) -> Text:
+    """Rich markup of ours (values in it through `esc`) as a one-line Text: a DataTable cell, read as the
+    table would read a str cell, less emoji codes."""
+    t = Text.from_markup(markup, emoji=False, end="")
+    t.no_wrap = True
+    return t
+
+
+def console(**kw: Any) -> Console:
+    """The console the commands print through: markup is ours (values go in through `esc`), and no
+    `:name:` in a value turns into an emoji."""
+    return Console(emoji=False, **kw)
+
 
 FLAG_MARK = {"implausible": "!", "impossible": "!!"}
 

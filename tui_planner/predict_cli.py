@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.data.errors import PlannerError
+from tui_planner import args as arg
 from tui_planner import format as fmt
 
 HELP = "predict days on GPUs nobody measured, with an error band"
@@ -58,7 +60,7 @@ COUNTS = (1, 2, 4, 8)
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model preset id (tui-planner presets)")
     p.add_argument("--gpu", help="GPU preset id")
-    p.add_argument("--num-gpus", type=int, default=1, metavar="N", help="GPUs in the machine (default 1)")
+    p.add_argument("--num-gpus", type=arg.whole(1), default=1, metavar="N", help="GPUs in the machine (default 1)")
     p.add_argument("--methods", default="all", metavar="LABEL",
                    help="one combination to explain (e.g. free-lunch, ckpt, zero3+offload) or all (default)")
     p.add_argument("--all", action="store_true", help="every GPU preset x 1, 2, 4, 8 GPUs for --model")
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         _print_cell(preds, predictor, only, measured=(model.id, gpu, n) in measured)
     if args.write:
         n = _write(args, [p for _, _, preds in results for p in preds], presets, predictor)
-        print(f"wrote {n} predicted rows to {args.db}", file=sys.stderr)
+        print(f"wrote {n} predicted rows to {fmt.visible(args.db)}", file=sys.stderr)
     return 0
 
 
@@ -173,9 +175,10 @@ def _days(p) -> str:
 
 
 def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> None:
-    console = Console()
+    console = fmt.console()
+    e = fmt.esc
     first = preds[0]
-    title = f"{first.model} on {first.num_gpus} x {first.gpu}: " + (
+    title = f"{e(first.model)} on {first.num_gpus} x {e(first.gpu)}: " + (
         "predicted, although measured" if measured else "predicted (no measurement of this cell)")
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=title, title_justify="left")
     for col in ("setting", "micro-batch", "memory", "days (band)", "MFU"):
@@ -183,29 +186,30 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     for p in preds:
         if p.feasible:
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB"
-            t.add_row(p.label, str(p.micro_batch), mem, _days(p), fmt.mfu(p.mfu) + ("^" if p.capped else ""))
+            t.add_row(e(p.label), str(p.micro_batch), mem, _days(p), fmt.mfu(p.mfu) + ("^" if p.capped else ""))
         else:
             why = "does not fit" if "does not fit" in p.reason else "no prediction"
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB" if p.memory_need_gb else "—"
-            t.add_row(p.label, "0", mem, why, "—", style="dim")
+            t.add_row(e(p.label), "0", mem, why, "—", style="dim")
     console.print(t)
     if measured:
-        console.print(f"[yellow]This cell is measured[/] (tui-planner results --model {first.model} --gpu "
-                      f"{first.gpu} --num-gpus {first.num_gpus}). Its own rows are in the basis below, so this "
+        console.print(f"[yellow]This cell is measured[/] (tui-planner results --model {e(shlex.quote(first.model))} "
+                      f"--gpu {e(shlex.quote(first.gpu))} --num-gpus {first.num_gpus}). Its own rows are in the "
+                      "basis below, so this "
                       "reproduces them rather than predicting; `predict --validate` holds the cell out.",
                       highlight=False)
     best = next((p for p in preds if p.feasible), None)
     chosen = preds[0] if only else best
     if chosen is None:
         reasons = sorted({p.reason for p in preds})
-        console.print("[yellow]Infeasible: no combination fits.[/] " + reasons[0])
+        console.print("[yellow]Infeasible: no combination fits.[/] " + e(reasons[0]))
         return
     if not chosen.feasible:
-        console.print(f"[yellow]{chosen.label}: {chosen.reason}[/]")
+        console.print(f"[yellow]{e(chosen.label)}: {e(chosen.reason)}[/]")
         _lines(console, chosen.lines)
         return
-    console.print(f"[bold]{chosen.label}[/], how it is derived:" if only else
-                  f"fastest: [bold]{chosen.label}[/], how it is derived:")
+    console.print(f"[bold]{e(chosen.label)}[/], how it is derived:" if only else
+                  f"fastest: [bold]{e(chosen.label)}[/], how it is derived:")
     _lines(console, chosen.lines + [f"basis: {chosen.basis}"])
     console.print("[dim]memory = need at that micro-batch / usable. ^ capped at 60% MFU. Check it: "
                   "tui-planner predict --validate[/]")
@@ -214,27 +218,30 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
 def _lines(console: Console, lines: list[str]) -> None:
     """Each term on its own line, wrapped under itself so the explanation reads in 80 columns."""
     for line in lines:
-        console.print(textwrap.fill(line, width=78, initial_indent="  ", subsequent_indent="      "),
+        console.print(fmt.text(textwrap.fill(fmt.visible(line), width=78, initial_indent="  ",
+                                             subsequent_indent="      "), newlines=True),
                       highlight=False, soft_wrap=True)
 
 
 def _print_all(model: str, results, predictor, measured) -> None:
-    console = Console()
+    console = fmt.console()
+    e = fmt.esc
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
-              title=f"{model}: predicted best setting per GPU type and count")
+              title=f"{e(model)}: predicted best setting per GPU type and count")
     for col in ("GPUs", "days (band)", "MFU", "setting", "micro-batch"):
         t.add_column(col, justify="right" if col in ("days (band)", "MFU", "micro-batch") else "left", no_wrap=True)
     for gpu, n, preds in results:
         best = next((p for p in preds if p.feasible), None)
         if best is None:
             reason = "infeasible" if any("does not fit" in p.reason for p in preds) else "no prediction"
-            t.add_row(f"{n} x {gpu}", reason, "—", "", "", style="dim")
+            t.add_row(f"{n} x {e(gpu)}", reason, "—", "", "", style="dim")
         else:
-            t.add_row(f"{n} x {gpu}", _days(best), fmt.mfu(best.mfu), best.label, str(best.micro_batch))
+            t.add_row(f"{n} x {e(gpu)}", _days(best), fmt.mfu(best.mfu), e(best.label), str(best.micro_batch))
     console.print(t)
     if measured:
         cells = ", ".join(f"{n} x {g}" for _, g, n in sorted(measured))
-        console.print(f"[dim]Measured, so not predicted: {cells} (tui-planner results --model {model}).[/dim]")
+        console.print(f"[dim]Measured, so not predicted: {e(cells)} (tui-planner results --model "
+                      f"{e(shlex.quote(model))}).[/dim]")
     console.print("[dim]band: leave-one-out error spread. One cell in detail: --gpu G --num-gpus N.[/dim]")
 
 
@@ -256,17 +263,18 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
     if args.format == "json":
         print(json.dumps(report, indent=2, default=str))
         return 0
-    console = Console()
+    console = fmt.console()
+    e = fmt.esc
     m = report["measured"]
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0, title_justify="left",  # one space apart: 80 columns
-              title=f"Leave-one-out: {m['what']}")
+              title=f"Leave-one-out: {e(m['what'])}")
     for col in ("held out", "setting", "measured", "predicted", "error", "mb m/p"):
         t.add_column(col, justify="left" if col in ("held out", "setting") else "right", no_wrap=True)
     for c in m["checks"]:
         err = "—" if c["error"] is None else fmt.change(c["error"])
         pred = fmt.days(c["predicted_days"]) if c["predicted_days"] is not None else "—"  # why: listed below
         mb = f"{c['actual_micro_batch'] or '—'} / {c['predicted_micro_batch'] or '—'}"
-        t.add_row(f"{c['model']} {c['num_gpus']}x{c['gpu']}", c["label"], fmt.days(c["actual_days"]), pred, err, mb)
+        t.add_row(e(f"{c['model']} {c['num_gpus']}x{c['gpu']}"), e(c["label"]), fmt.days(c["actual_days"]), pred, err, mb)
     console.print(t)
     if m["median_abs"] is None:
         console.print("[yellow]No measured cell to validate against: measure with `tui-planner bench`.[/]")
@@ -276,11 +284,11 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
                       f"{m['best_worst_abs']:.1%} over {m['cells']} cells (target: median < 15%, none > 40%)")
         console.print(f"micro-batch (measured / predicted): {m['micro_batch_agree']} of {m['micro_batch_checked']} agree")
     for miss in m["missed"]:
-        console.print(f"[yellow]measured, but not predicted:[/] {miss}", highlight=False)
+        console.print(f"[yellow]measured, but not predicted:[/] {e(miss)}", highlight=False)
     console.print("[dim]Each cell (model x GPU x count) is held out whole and predicted from every other cell, "
                   "memory calibration included.[/dim]")
     for line in report["memory"]:
-        console.print(f"memory model: {line}", highlight=False)
+        console.print(f"memory model: {e(line)}", highlight=False)
     sk, today = report["skip"], report["skip_today"]
     if sk["trials"]:
         share = sk["saved_s"] / sk["search_s"] if sk["search_s"] else 0.0
@@ -292,8 +300,8 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
     for x in report["cross"]:
         if x["median_abs"] is None:
             continue
-        console.print(f"{x['title']}: median |error| {x['median_abs']:.0%}, worst {x['worst_abs']:.0%} over "
-                      f"{len(x['errors'])} rows ({x['note']})", highlight=False)
+        console.print(f"{e(x['title'])}: median |error| {x['median_abs']:.0%}, worst {x['worst_abs']:.0%} over "
+                      f"{len(x['errors'])} rows ({e(x['note'])})", highlight=False)
     return 0
 
 
@@ -305,7 +313,7 @@ def _write(args: argparse.Namespace, preds, presets, predictor) -> int:
     from engine.data.store import Store
 
     with Store.open(args.db, read_only=False) as store:
-        return write_predictions(store, preds, presets, command=" ".join(["predict"] + _argv(args)))
+        return write_predictions(store, preds, presets, command=shlex.join(["predict"] + _argv(args)))
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

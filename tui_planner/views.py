@@ -1,4 +1,7 @@
-"""Rich tables for the headless commands (presets, results)."""
+"""Rich tables for the headless commands (presets, results).
+
+Every cell and title that holds a value from a preset or a database goes in through fmt.esc: rich reads
+a str cell as markup, and a results file from someone else may hold `[/]` or an escape sequence."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ def presets_json(presets: Presets, kind: str) -> dict[str, Any]:
 
 
 def print_presets(presets: Presets, kind: str, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or fmt.console()
+    e = fmt.esc
     if kind in ("models", "all"):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Models (replication recipe)", title_justify="left")
         for col in ("id", "params", "task", "input", "batch", "steps", "prec.", "FLOPs"):
@@ -35,37 +39,38 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
         for m in presets.models.values():
             shape = f"{m.seq_len} tok" if m.seq_len else f"{m.image_size} px"
             task = {"image-classification": "image-cls"}.get(m.objective, m.objective)
-            t.add_row(m.id, m.params_label, task, shape, f"{m.training.batch_size:,}",
-                      f"{m.training.steps:,}", m.training.precision, f"{m.training_flops:.2g}".replace("e+", "e"))
+            t.add_row(e(m.id), e(m.params_label), e(task), shape, f"{m.training.batch_size:,}",
+                      f"{m.training.steps:,}", e(m.training.precision), f"{m.training_flops:.2g}".replace("e+", "e"))
         console.print(t)
     if kind in ("gpus", "all"):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="GPUs (dense peaks)", title_justify="left")
         for col in ("id", "GB", "16-bit TF/s", "TF32", "GB/s", "W", "price", "price date"):
             t.add_column(col, justify="left" if col in ("id", "price date") else "right", no_wrap=True)
         for g in presets.gpus.values():
-            t.add_row(g.id, f"{g.memory_gb:g}", f"{g.peak_16bit_tflops:g}",
+            t.add_row(e(g.id), f"{g.memory_gb:g}", f"{g.peak_16bit_tflops:g}",
                       f"{g.peak_tf32_tflops:g}" if g.tf32 else "no", f"{g.memory_bandwidth_gbs:g}", f"{g.tdp_w:g}",
-                      fmt.usd(g.price.usd if g.price else None), str(g.price.date) if g.price else "—")
+                      fmt.usd(g.price.usd if g.price else None), e(g.price.date) if g.price else "—")
         console.print(t)
     if kind in ("machines", "all"):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Machines (base system without GPUs)", title_justify="left")
         for col in ("GPUs", "kind", "cost", "source"):
             t.add_column(col)
         for m in presets.machines.values():
-            t.add_row(str(m.num_gpus), m.kind, fmt.usd(m.cost_usd), m.source)
+            t.add_row(str(m.num_gpus), e(m.kind), fmt.usd(m.cost_usd), e(m.source))
         console.print(t)
     if kind in ("cloud", "all") and presets.cloud:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Cloud prices (on demand)", title_justify="left")
         for col in ("gpu", "provider", "$/GPU-h", "date"):
             t.add_column(col)
         for c in presets.cloud:
-            t.add_row(c.gpu, c.provider, f"{c.usd_per_gpu_hour:.2f}", str(c.date))
+            t.add_row(e(c.gpu), e(c.provider), f"{c.usd_per_gpu_hour:.2f}", e(c.date))
         console.print(t)
-    console.print(f"[dim]preset files: {', '.join(presets.files)}[/dim]")
+    console.print(f"[dim]preset files: {e(', '.join(presets.files))}[/dim]")
 
 
 def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or fmt.console()
+    e = fmt.esc
     rows = list(rows)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=f"{len(rows)} trials", title_justify="left")
     for col in ("model", "gpu", "n", "days", "MFU", "methods", "mb x acc", "source"):
@@ -78,9 +83,9 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
         if r.get("days") is not None:
             days = fmt.days(r["days"]) + ("[yellow]†[/]" if fmt.dense_mask(r) else "")
         else:
-            days = f"[dim]{r.get('failure_kind') or 'infeasible'}[/dim]"
+            days = f"[dim]{e(r.get('failure_kind') or 'infeasible')}[/dim]"
         mb = f"{r['micro_batch']} x {r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
-        t.add_row(r["model"], r["gpu"], str(r["num_gpus"]), days, mfu, fmt.methods(r), mb, r["source"])
+        t.add_row(e(r["model"]), e(r["gpu"]), str(r["num_gpus"]), days, mfu, e(fmt.methods(r)), mb, e(r["source"]))
     console.print(t)
     if any(fmt.dense_mask(r) for r in rows if r.get("days") is not None):
         console.print("[yellow]†[/] timed with a dense causal mask (engine before its 2026-11-23 fix): today's "
@@ -97,7 +102,7 @@ def _vs(days: float | None, base: float | None) -> str:
 
 
 def print_findings(cells: Iterable[Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or fmt.console()
     for part in findings_renderables(cells):
         console.print(part)
 
@@ -107,6 +112,7 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
     the paper's pick, each with its time against free-lunch's; the lines under it say what that means.
     The CLI prints them, the app shows them in a dialog."""
     out: list[Any] = []
+    e = fmt.esc
     cells = list(cells)
     if not cells:
         return ["no measured searches match; run `tui-planner bench` or widen the filters"]
@@ -115,20 +121,20 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
         nodes = f" x {c.num_nodes} nodes" if c.num_nodes > 1 else ""
         title = (f"{c.model} on {c.num_gpus} x {c.gpu}{nodes}: {len(c.timed)} of {c.space_size} "
                  f"combinations timed")
-        out.append(f"[bold]{title}[/bold]")
+        out.append(Text(fmt.visible(title), style="bold"))
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         for col in ("", "methods", "mb x acc", "days", "MFU", "vs FL"):
             t.add_column(col, justify="right" if col in ("mb x acc", "days", "MFU", "vs FL") else "left",
                          no_wrap=True)
 
-        def row(role: str, e: Any) -> None:
-            if e is None:
+        def row(role: str, x: Any) -> None:
+            if x is None:
                 return
-            mb = f"{e.micro_batch} x {e.grad_accum}" if e.micro_batch and e.grad_accum else "—"
-            days = fmt.days(e.days) if e.days is not None else f"[dim]{e.failure_kind}[/dim]"
-            if e.dense_mask:
+            mb = f"{x.micro_batch} x {x.grad_accum}" if x.micro_batch and x.grad_accum else "—"
+            days = fmt.days(x.days) if x.days is not None else f"[dim]{e(x.failure_kind)}[/dim]"
+            if x.dense_mask:
                 days = f"[yellow]{days}†[/]"
-            t.add_row(role, e.label, mb, days, fmt.mfu(e.mfu), _vs(e.days, fl))
+            t.add_row(e(role), e(x.label), mb, days, fmt.mfu(x.mfu), _vs(x.days, fl))
 
         timed = c.timed
         row("winner", c.winner)
@@ -148,7 +154,7 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
                 mfu = f"[{FLAG_STYLE[p.plausibility]}]{mfu}[/]"
             mb = f"{p.micro_batch} x {p.grad_accum}" if p.micro_batch and p.grad_accum else "—"
             days = fmt.days(p.days) if p.days is not None else "[dim]infeasible[/dim]"
-            t.add_row(f"paper {p.gpu}", p.label if p.days is not None else "—", mb, days, mfu, _vs(p.days, fl))
+            t.add_row(f"paper {e(p.gpu)}", e(p.label) if p.days is not None else "—", mb, days, mfu, _vs(p.days, fl))
             row("  its pick here", c.paper_pick_measured)
         out.append(t)
         notes = []
@@ -171,9 +177,9 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             notes.append(f"† {len(c.dense_mask)} timed with a dense causal mask (engine before its 2026-11-23 "
                          f"fix): today's engine runs them faster; measure again to rank them")
         if c.not_timed:
-            notes.append("not timed: " + ", ".join(f"{e.label} ({e.failure_kind})" for e in c.not_timed))
+            notes.append("not timed: " + ", ".join(f"{x.label} ({x.failure_kind})" for x in c.not_timed))
         if c.never_tried:
             notes.append("not tried: " + ", ".join(c.never_tried))
-        out.extend(Padding(Text(note, style="dim"), (0, 0, 0, 2)) for note in notes)
+        out.extend(Padding(fmt.text(note, style="dim"), (0, 0, 0, 2)) for note in notes)
         out.append("")
     return out
