@@ -1,18 +1,25 @@
-"""`tui-planner bench`: run a sweep headless with a rich progress display (fine in a SLURM log too)."""
+"""`tui-planner bench`: run a sweep headless with a rich progress display (fine in a SLURM log too).
+
+SIGTERM (SLURM's scancel, `kill`) or ctrl+c stops the running trial and ends the command with 143 or
+130, saying how to resume: only a sweep that ran to its end (or to --stop-after) exits 0. What is
+printed from the presets, the database or the flags goes through fmt.esc (a model id may hold `[/]`);
+the commands it prints are shell-quoted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
+import sys
 import threading
 import time
 
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engine.bench.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
 from engine.bench.sweep import COMPILE_MODES, SweepRequest, run_sweep
+from tui_planner import args as arg
 from tui_planner import format as fmt
 
 STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
@@ -33,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model preset id (tui-planner presets)")
     p.add_argument("--gpus", "--gpus-per-node", type=_counts, default=[1], metavar="N[,N...]",
                    help="GPUs per node; several counts sweep each in turn, e.g. 1,2,4 (default 1)")
-    p.add_argument("--nodes", type=int, default=1, help="nodes (default 1); more need --launcher")
+    p.add_argument("--nodes", type=arg.whole(1), default=1, help="nodes (default 1); more need --launcher")
     p.add_argument("--launcher", choices=["local", "srun", "local-nodes"], default=None,
                    help="how trials start: local (one node); srun (one agent per node inside a SLURM "
                         "allocation; default when --nodes > 1 under SLURM); local-nodes (emulate the nodes "
@@ -42,18 +49,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="naive baseline; + free-lunch; or every memory-saving combination (default)")
     p.add_argument("--gpu", help="GPU preset id of this machine's GPUs (detected when left out)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: tiny models, for CI")
-    p.add_argument("--timeout", type=float, default=900, help="seconds before a trial is killed (default 900)")
+    p.add_argument("--timeout", type=arg.positive(arg.MAX_SECONDS, "seconds"), default=900,
+                   help="seconds before a trial is killed (default 900)")
     p.add_argument("--exhaustive", action="store_true",
                    help="measure every combination, also those that cannot beat free-lunch's micro-batch; "
                         "run on a database of a pruned sweep, it measures only what that one pruned")
-    p.add_argument("--repetitions", type=int, default=5, help="timed passes per trial, at least (default 5)")
-    p.add_argument("--verify-steps", type=int, default=0,
+    p.add_argument("--repetitions", type=arg.whole(1), default=5,
+                   help="timed passes per trial, at least (default 5)")
+    p.add_argument("--verify-steps", type=arg.whole(0), default=0,
                    help="after timing free-lunch, run this many real optimizer steps end to end and store "
                         "their mean beside the model's step time (pass x accumulation + update); that is N x "
                         "accumulation passes inside the trial: give --timeout room")
-    p.add_argument("--verify-accum", type=int, default=0, metavar="N",
+    p.add_argument("--verify-accum", type=arg.whole(0), default=0, metavar="N",
                    help="accumulation of those steps (default: the configuration's own)")
-    p.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--stop-after", type=arg.positive(arg.MAX_SECONDS, "seconds"), default=None, metavar="SECONDS",
                    help="start no trial after this many seconds (a job's time limit); the same command "
                         "resumes")
     p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
@@ -69,6 +78,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "by default: a host out of memory kills the same trial every time)")
     p.add_argument("--device-kind", help="provenance: the machine kind (e.g. a cloud instance type)")
     p.add_argument("--note", help="provenance: a note stored with the run")
+
+
+def command_line(*words: object) -> str:
+    """A command to copy into a shell: every word quoted (a --db path may hold spaces or `$(...)`)."""
+    return shlex.join(["tui-planner", *(str(w) for w in words)])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,58 +106,80 @@ def run(args: argparse.Namespace) -> int:
 
     for req in requests:  # refuse a bad request before anything runs
         check_launcher(req)
-    console = Console()
+    e = fmt.esc
+    model = e(args.model)
+    console = fmt.console()
     stop = threading.Event()
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # SLURM's scancel: stop cleanly, keep results
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, transient=False)
-    state = {"task": None, "current": "", "t0": time.time(), "gpus": 1}
+    signals: list[int] = []
 
-    def on_event(e: object) -> None:
-        if isinstance(e, SweepStarted):
+    def on_signal(signum: int, _frame: object) -> None:  # SLURM's scancel: stop the trial, keep the results
+        signals.append(signum)
+        stop.set()
+
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, on_signal)
+    # The description is plain text (markup=False): it holds the model id and a combination's label.
+    progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=False)
+    state = {"task": None, "current": "", "t0": time.time(), "gpus": 1}
+    plain = fmt.visible(args.model)
+
+    def on_event(ev: object) -> None:
+        if isinstance(ev, SweepStarted):
             where = f"{state['gpus']} GPU{'s' if state['gpus'] > 1 else ''}" + (
                 f" x {args.nodes} nodes" if args.nodes > 1 else "")
-            console.print(f"[bold]{args.model} on {where}[/]")
-            state["task"] = progress.add_task(f"{args.model}", total=e.total, completed=e.skipped)
-            if e.skipped:
-                console.print(f"resuming: {e.skipped} of {e.total} trials already in {args.db}")
-            if e.unavailable_why:
-                console.print(f"[yellow]{escape(e.unavailable_why)}: its combinations end unavailable (no rows "
+            console.print(f"[bold]{model} on {where}[/]")
+            state["task"] = progress.add_task(plain, total=ev.total, completed=ev.skipped)
+            if ev.skipped:
+                console.print(f"resuming: {ev.skipped} of {ev.total} trials already in {e(args.db)}")
+            if ev.unavailable_why:
+                console.print(f"[yellow]{e(ev.unavailable_why)}: its combinations end unavailable (no rows "
                               "written); install what is missing and run the same command to add them[/]")
-        elif isinstance(e, TrialStarted):
-            state["current"] = e.label
-            progress.update(state["task"], description=f"{args.model}: {e.label} (searching batch size)")
-        elif isinstance(e, BatchTried):
-            word = "fits" if e.fits else "OOM"
-            progress.update(state["task"], description=f"{args.model}: {state['current']} (micro-batch {e.micro_batch} {word})")
-        elif isinstance(e, Measuring):
-            progress.update(state["task"], description=f"{args.model}: {state['current']} (timing at {e.micro_batch})")
-        elif isinstance(e, TrialFinished):
+        elif isinstance(ev, TrialStarted):
+            state["current"] = fmt.visible(ev.label)
+            progress.update(state["task"], description=f"{plain}: {state['current']} (searching batch size)")
+        elif isinstance(ev, BatchTried):
+            word = "fits" if ev.fits else "OOM"
+            progress.update(state["task"],
+                            description=f"{plain}: {state['current']} (micro-batch {ev.micro_batch} {word})")
+        elif isinstance(ev, Measuring):
+            progress.update(state["task"], description=f"{plain}: {state['current']} (timing at {ev.micro_batch})")
+        elif isinstance(ev, TrialFinished):
             progress.advance(state["task"])
-            style = STATUS_STYLE.get(e.status, "white")
-            detail = (f"{fmt.days(e.days)} days, MFU {fmt.mfu(e.mfu)}, micro-batch {e.micro_batch}"
-                      + (" (cannot win: timing stopped early)" if e.message else "")
-                      if e.status == "measured" else (e.message or ""))
-            console.print(f"[{style}]{e.status:>9}[/] {e.label:<20} {escape(detail[:90])}  [dim]{e.duration_s:.0f}s[/]")
-            if e.verify_step_s and e.verify_predicted_s:
-                off = e.verify_step_s / e.verify_predicted_s - 1
-                console.print(f"{'':>9} steady run: {e.verify_step_s:.4g} s a step vs {e.verify_predicted_s:.4g} s "
+            style = STATUS_STYLE.get(ev.status, "white")
+            detail = (f"{fmt.days(ev.days)} days, MFU {fmt.mfu(ev.mfu)}, micro-batch {ev.micro_batch}"
+                      + (" (cannot win: timing stopped early)" if ev.message else "")
+                      if ev.status == "measured" else (ev.message or ""))
+            console.print(f"[{style}]{e(f'{ev.status:>9}')}[/] {e(f'{ev.label:<20}')} {e(detail[:90])}  "
+                          f"[dim]{ev.duration_s:.0f}s[/]")
+            if ev.verify_step_s and ev.verify_predicted_s:
+                off = ev.verify_step_s / ev.verify_predicted_s - 1
+                console.print(f"{'':>9} steady run: {ev.verify_step_s:.4g} s a step vs {ev.verify_predicted_s:.4g} s "
                               f"from pass x accumulation + update ({off:+.1%})")
-        elif isinstance(e, TrialSkipped):
-            if not e.reason.startswith("already"):  # a resume's silent skips stay silent; giving up is news
-                console.print(f"[yellow]{'skipped':>9}[/] {e.label:<20} {escape(e.reason[:200])}")
-        elif isinstance(e, SweepFinished):
-            counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items()))
-            took = f" in {fmt.duration(e.elapsed_s)}"
-            console.print(f"{'stopped' if e.stopped else 'done'}: {counts}{took}. Results: tui-planner results "
-                          f"--db {args.db} --model {args.model}")
-            if e.best:
-                console.print(f"fastest so far: [b]{e.best}[/]")
-            if e.reason:
-                console.print(f"[yellow]{e.reason}[/]")
-        elif isinstance(e, Log) and getattr(args, "verbose", False):
-            console.print(f"[dim]{e.line}[/]")
+        elif isinstance(ev, TrialSkipped):
+            if not ev.reason.startswith("already"):  # a resume's silent skips stay silent; giving up is news
+                console.print(f"[yellow]{'skipped':>9}[/] {e(f'{ev.label:<20}')} {e(ev.reason[:200])}")
+        elif isinstance(ev, SweepFinished):
+            counts = ", ".join(f"{v} {k}" for k, v in sorted(ev.counts.items()))
+            took = f" in {fmt.duration(ev.elapsed_s)}"
+            results = command_line("results", "--db", args.db, "--model", args.model)
+            console.print(f"{'stopped' if ev.stopped else 'done'}: {e(counts)}{took}. Results: {e(results)}",
+                          highlight=False, soft_wrap=True)  # one line: a command to copy, never broken
+            if ev.best:
+                console.print(f"fastest so far: [b]{e(ev.best)}[/]")
+            if ev.reason:
+                console.print(f"[yellow]{e(ev.reason)}[/]")
+        elif isinstance(ev, Log) and getattr(args, "verbose", False):
+            console.print(f"[dim]{e(ev.line)}[/]", highlight=False)
+
+    def interrupted(signum: int) -> int:
+        """Say that the run did not finish and how to resume it; the exit status a shell gives a signal."""
+        again = command_line(*getattr(args, "argv", ["bench", "--model", args.model, "--db", args.db]))
+        name = signal.Signals(signum).name
+        print(f"tui-planner: interrupted ({name}): the sweep did not finish. Finished trials are in "
+              f"{fmt.visible(args.db)}; to resume, run the same command again:\n  {fmt.visible(again)}",
+              file=sys.stderr, flush=True)
+        return 128 + signum
 
     try:
         with progress:
@@ -154,8 +190,9 @@ def run(args: argparse.Namespace) -> int:
                     break
     except KeyboardInterrupt:
         stop.set()
-        console.print("stopped: finished trials are in the database; run the same command to resume")
-        return 130
+        return interrupted(signal.SIGINT)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if signals:
+        return interrupted(signals[0])
     return 0
