@@ -25,6 +25,7 @@ from tui_planner.app.screens.bench import BenchScreen
 from tui_planner.app.screens.chart import ChartScreen
 from tui_planner.app.screens.plan import PlanScreen
 from tui_planner.app.screens.results import ResultsScreen
+from tui_planner import format as fmt
 from tui_planner.app.state import PlanState, SweepHandle
 
 DARK, LIGHT = "textual-dark", "textual-light"
@@ -152,7 +153,7 @@ class PlannerApp(App):
         self._close_when_idle(old)
         if self.state is not None:
             self.rank_in_background(self.state)
-        self.notify(f"Opened {new.path}", title="Database")
+        self.notify(f"Opened {fmt.visible(new.path)}", title="Database", markup=False)
 
     def _close_when_idle(self, store: Store, tries: int = 20) -> None:
         """Close a store a worker may still be reading through a cursor; DuckDB refuses while a query
@@ -189,7 +190,8 @@ class PlannerApp(App):
                 try:
                     self.open_database(path)
                 except PlannerError as e:
-                    self.notify(str(e), title="Cannot open", severity="error", timeout=8)
+                    self.notify(fmt.visible(e, newlines=True), title="Cannot open", severity="error", timeout=8,
+                                markup=False)
 
         self.push_screen(AskPath("Open a results database (DuckDB file)", str(self.store.path)), chosen)
 

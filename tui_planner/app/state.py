@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from engine.data.errors import PlannerError
+from tui_planner import args as arg
 from tui_planner import format as fmt
 
 BUDGET_STEP_USD = 10_000
@@ -71,6 +72,14 @@ def sources_label(sources: tuple[str, ...]) -> str:
     return next((name for name, v in SOURCE_CHOICES if v == sources), ",".join(sources))
 
 
+def _checked(value: float, text: str, what: str, most: float, low_open: bool = True, unit: str = "",
+             money: bool = False) -> float:
+    """The value, if finite and in range (the command line's limits, tui_planner/args.py); else why not."""
+    if not arg.number_in(value, 0, most, low_open):
+        raise PlannerError(f"{what} must be {arg.range_text(0, most, low_open, unit, money)}, not {text!r}")
+    return value
+
+
 def parse_money(text: str, what: str) -> float:
     cleaned = text.strip().replace("$", "").replace(",", "").replace("_", "").lower()
     mult = 1.0
@@ -82,9 +91,18 @@ def parse_money(text: str, what: str) -> float:
         value = float(cleaned) * mult
     except ValueError:
         raise PlannerError(f"{what}: {text!r} is not an amount (e.g. 50000, 50k, $1.2m)") from None
-    if not value > 0:
-        raise PlannerError(f"{what} must be positive, not {text!r}")
-    return value
+    return _checked(value, text, what, arg.MAX_USD, money=True)  # 'inf', 'nan' and '1e308' too
+
+
+def parse_years(text: str, what: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise PlannerError(f"{what}: {text!r} is not a number of years (e.g. 5)") from None
+    return _checked(value, text, what, arg.MAX_YEARS, unit="years")
+
+
+OPTIONAL_MOST = {"days": arg.MAX_DAYS, "USD/kWh": arg.MAX_KWH_USD}
 
 
 def parse_optional(text: str, what: str, unit: str) -> float | None:
@@ -94,9 +112,8 @@ def parse_optional(text: str, what: str, unit: str) -> float | None:
         value = float(text.strip())
     except ValueError:
         raise PlannerError(f"{what}: {text!r} is not a number of {unit} (leave empty for none)") from None
-    if value < 0 or (unit != "USD/kWh" and value == 0):
-        raise PlannerError(f"{what} must be positive, not {text!r}")
-    return value
+    return _checked(value, text, what, OPTIONAL_MOST.get(unit, arg.MAX_DAYS), low_open=unit != "USD/kWh",
+                    unit=unit)
 
 
 def parse_prices(text: str, known: Sequence[str]) -> tuple[tuple[str, float], ...]:
@@ -113,10 +130,12 @@ def parse_prices(text: str, known: Sequence[str]) -> tuple[tuple[str, float], ..
 
 
 def _option(r: dict) -> str:
-    return f"{r['num_gpus']} x {r['gpu'].upper()}"
+    """An option as markup: its GPU id comes from a preset or a database."""
+    return f"{r['num_gpus']} x {fmt.esc(r['gpu'].upper())}"
 
 
 def _basis(r: dict) -> str:
+    """Where the winner's figure comes from, as plain text (the caller escapes it)."""
     src = (r.get("source") or "").replace("paper-table", "paper Table ")
     flag = r.get("plausibility")
     if flag in fmt.FLAG_MARK:
@@ -129,10 +148,11 @@ def _basis(r: dict) -> str:
 
 
 def verdict(rows: list[dict], s: PlanState) -> list[str]:
-    """Which option wins and why, and what the runner-up trades: a few lines of plain text (rich markup)."""
+    """Which option wins and why, and what the runner-up trades: a few lines of rich markup, each value
+    from a preset or the database in it escaped (the Plan screen shows it through app/text.content)."""
     usable = [r for r in rows if r.get("days") is not None]
     if not usable:
-        return [f"[b]No results for {s.model}[/b] on the allowed GPUs and sources.",
+        return [f"[b]No results for {fmt.esc(s.model)}[/b] on the allowed GPUs and sources.",
                 "Widen the GPUs or sources (s), or benchmark it (3)."]
     fits = [r for r in usable if r["within_budget"] and r["within_deadline"]]
     lines: list[str] = []
@@ -155,7 +175,7 @@ def verdict(rows: list[dict], s: PlanState) -> list[str]:
     win = min(fits, key=lambda r: (r["days"], r["hardware_cost_usd"]))
     lines.append(f"[b green]Buy {_option(win)}[/] ({fmt.usd(win['hardware_cost_usd'])}): "
                  f"{fmt.days(win['days'])} days, {fmt.usd(win['cost_per_experiment_usd'])}/run; fastest that fits.")
-    lines.append(f"[dim]{_basis(win)}{'; ' + win['config'] if win.get('config') else ''}.[/]")
+    lines.append(f"[dim]{fmt.esc(_basis(win))}{'; ' + fmt.esc(win['config']) if win.get('config') else ''}.[/]")
     others = [r for r in fits if r is not win]
     if others:
         cheaper = [r for r in others if r["hardware_cost_usd"] < win["hardware_cost_usd"]]

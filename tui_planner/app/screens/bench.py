@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -23,6 +22,10 @@ from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Label, P
 
 from engine.data.errors import PlannerError
 from tui_planner import format as fmt
+from tui_planner.app.text import content
+
+# Where torch is missing: the bench extra, as installed from a clone (the README's set-up).
+NO_TORCH = "torch is not installed: to benchmark, install the bench extra (from a clone: pip install '.[bench]')"
 
 STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
                "refused": "bold red", "stopped": "yellow", "unavailable": "yellow", "resumed": "dim", "queued": "dim"}
@@ -62,7 +65,7 @@ class BenchScreen(Screen):
         yield Static("[dim]looking for GPUs…[/]", id="machine")
         with Horizontal(classes="form-row"):
             yield Label("Model", classes="name")
-            yield Select([(m, m) for m in p.models], allow_blank=False, compact=True, id="b-model",
+            yield Select([(fmt.text(m), m) for m in p.models], allow_blank=False, compact=True, id="b-model",
                          value=self.app.initial.model)
             yield Label(" GPUs", classes="short")
             yield Input("1", restrict=r"[0-9]*", compact=True, id="b-gpus")
@@ -108,14 +111,20 @@ class BenchScreen(Screen):
     def _show_machine(self, m) -> None:
         self.machine = m
         label = self.query_one("#machine", Static)
+        e = fmt.esc
         if m.gpus:
             names = {n: m.gpus.count(n) for n in m.gpus}
             gpus = ", ".join(f"{c} x {n} ({m.memory_gb[m.gpus.index(n)]:.0f} GiB)" for n, c in names.items())
-            label.update(f"[b]{gpus}[/b] · driver {m.driver} · torch {m.torch} · CUDA {m.cuda}")
+            label.update(content(f"[b]{e(gpus)}[/b] · driver {e(m.driver)} · torch {e(m.torch)} · CUDA {e(m.cuda)}"))
         else:
-            label.update(f"[yellow]{m.message}[/]" + ("" if m.torch else "; browse results offline (4)"))
+            label.update(content(f"[yellow]{e(self.hint(m))}[/]" + ("" if m.torch else "; browse results offline (4)")))
             if m.torch:
                 self.query_one("#b-device", Select).value = "cpu"
+
+    @staticmethod
+    def hint(m) -> str:
+        """Why this machine cannot benchmark on a GPU, as plain text: ours where torch is missing."""
+        return m.message if m.torch else NO_TORCH
 
     # --- the sweep ----------------------------------------------------------------------------------
 
@@ -145,7 +154,8 @@ class BenchScreen(Screen):
             self.notify("A sweep is already running", severity="warning")
             return
         if self.machine is not None and not self.machine.torch:
-            self.notify(self.machine.message, title="Cannot benchmark here", severity="error", timeout=8)
+            self.notify(self.hint(self.machine), title="Cannot benchmark here", severity="error", timeout=8,
+                        markup=False)
             return
         try:
             req = self.request()
@@ -155,7 +165,8 @@ class BenchScreen(Screen):
 
             store = Store.open(req.db, read_only=False)
         except (PlannerError, OSError) as e:
-            self.notify(str(e), title="Cannot start", severity="error", timeout=8)
+            self.notify(fmt.visible(e, newlines=True), title="Cannot start", severity="error", timeout=8,
+                        markup=False)
             return
         from tui_planner.app.state import SweepHandle
 
@@ -177,10 +188,12 @@ class BenchScreen(Screen):
             run_sweep(req, on_event=lambda e: self.post_message(EngineEvent(e)), stop=handle.stop,
                       pause=handle.pause, store=store)
         except PlannerError as e:
-            self.app.call_from_thread(self.notify, str(e), title="Sweep refused", severity="error", timeout=10)
-            self.app.call_from_thread(self._label, f"[red]{e}[/]")
+            self.app.call_from_thread(self.notify, fmt.visible(e, newlines=True), title="Sweep refused",
+                                      severity="error", timeout=10, markup=False)
+            self.app.call_from_thread(self._label, f"[red]{fmt.esc(e)}[/]")
         except Exception as e:  # a bug in the engine: say so, keep the app up
-            self.app.call_from_thread(self.notify, f"{type(e).__name__}: {e}", title="Sweep failed", severity="error")
+            self.app.call_from_thread(self.notify, fmt.visible(f"{type(e).__name__}: {e}", newlines=True),
+                                      title="Sweep failed", severity="error", markup=False)
             raise
         finally:
             # Events posted before this are still queued: the UI closes the store after showing them.
@@ -207,7 +220,8 @@ class BenchScreen(Screen):
         try:
             self.app.open_database(self.query_one("#b-db", Input).value.strip())
         except PlannerError as e:
-            self.notify(str(e), title="Cannot open", severity="error", timeout=8)
+            self.notify(fmt.visible(e, newlines=True), title="Cannot open", severity="error", timeout=8,
+                        markup=False)
             return
         self.app.switch_mode("results")
 
@@ -216,14 +230,16 @@ class BenchScreen(Screen):
 
     # --- events -> widgets --------------------------------------------------------------------------
 
-    def _label(self, text: str) -> None:
+    def _label(self, markup: str) -> None:
+        """Rich markup of ours, values from outside in it through fmt.esc."""
         elapsed = time.monotonic() - self.started_at if self.started_at else 0
-        self.query_one("#progress-label", Static).update(f"{text} [dim]{elapsed:.0f}s[/]")
+        self.query_one("#progress-label", Static).update(content(f"{markup} [dim]{elapsed:.0f}s[/]"))
 
-    def _set(self, key: str, column: str, value: str) -> None:
+    def _set(self, key: str, column: str, markup: str) -> None:
+        """One cell, as rich markup of ours (values from outside in it through fmt.esc)."""
         t = self.query_one("#trials", DataTable)
         try:
-            t.update_cell(key, column, value)
+            t.update_cell(key, column, fmt.cell(markup))
         except Exception:  # a row that is not in the table (should not happen): leave the table alone
             pass
 
@@ -236,17 +252,17 @@ class BenchScreen(Screen):
         bar = self.query_one("#progress", ProgressBar)
         if isinstance(e, ev.SweepStarted):
             for key, label in zip(e.keys, e.labels):
-                t.add_row(label, "[dim]queued[/]", "", "", "", "", key=key)
+                t.add_row(fmt.text(label), fmt.cell("[dim]queued[/]"), "", "", "", "", key=key)
             bar.update(total=max(1, e.total - e.skipped), progress=0)
             self._label(f"{e.total} trials" + (f", {e.skipped} already in the database" if e.skipped else "")
-                        + (f"; ZeRO unavailable: {escape(e.unavailable_why)}" if e.unavailable_why else ""))
+                        + (f"; ZeRO unavailable: {fmt.esc(e.unavailable_why)}" if e.unavailable_why else ""))
         elif isinstance(e, ev.TrialSkipped):
             self._fill(e.key)
-            self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{escape(e.reason)}[/]")
+            self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{fmt.esc(e.reason)}[/]")
         elif isinstance(e, ev.TrialStarted):
             self.current = e.key
             self._set(e.key, "state", "[b]searching batch[/]")
-            self._label(f"{e.index}/{e.total} {e.label}")
+            self._label(f"{e.index}/{e.total} {fmt.esc(e.label)}")
         elif isinstance(e, ev.BatchTried):
             self._set(e.key, "state", f"batch {e.micro_batch} {'fits' if e.fits else '[yellow]OOM[/]'}")
             if e.fits:
@@ -258,12 +274,12 @@ class BenchScreen(Screen):
             bar.advance(1)
             self._finished(e)
         elif isinstance(e, ev.Log):
-            self.query_one("#log", RichLog).write(e.line)
+            self.query_one("#log", RichLog).write(fmt.visible(e.line))  # markup=False: shown as it came
         elif isinstance(e, ev.SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items())) or "nothing to run"
             took = f" in {fmt.duration(e.elapsed_s)}"
-            best = f" · fastest: {e.best}" if e.best else ""
-            self._label(("[yellow]stopped[/]: " if e.stopped else "[green]done[/]: ") + counts + took + best
+            best = f" · fastest: {fmt.esc(e.best)}" if e.best else ""
+            self._label(("[yellow]stopped[/]: " if e.stopped else "[green]done[/]: ") + fmt.esc(counts) + took + best
                         + (" · r resumes" if e.stopped else " · v browses them"))
 
     @on(SweepDone)
@@ -275,12 +291,12 @@ class BenchScreen(Screen):
 
     def _finished(self, e) -> None:
         style = STATE_STYLE.get(e.status, "")
-        self._set(e.key, "state", f"[{style}]{e.status}[/]" if style else e.status)
+        self._set(e.key, "state", f"[{style}]{fmt.esc(e.status)}[/]" if style else fmt.esc(e.status))
         self._set(e.key, "time", f"{e.duration_s:.0f}s")
         if e.status not in ("stopped", "unavailable"):  # neither wrote a row
             self._fill(e.key)
         if e.message and e.status not in ("measured", "dominated"):
-            self.query_one("#log", RichLog).write(f"[{e.status}] {e.key}: {e.message}")
+            self.query_one("#log", RichLog).write(fmt.visible(f"[{e.status}] {e.key}: {e.message}"))
 
     def _fill(self, key: str) -> None:
         """Fill a row from what the sweep stored (the table shows the database, not the event)."""
@@ -290,7 +306,7 @@ class BenchScreen(Screen):
         if rows:
             row = rows[0]
             if row.get("micro_batch"):
-                self._set(key, "mb", f"{row['micro_batch']}x{row['grad_accum']}" if row.get("grad_accum")
-                          else str(row["micro_batch"]))
+                self._set(key, "mb", fmt.esc(f"{row['micro_batch']}x{row['grad_accum']}" if row.get("grad_accum")
+                                             else row["micro_batch"]))
             self._set(key, "days", fmt.days(row.get("days")) if row.get("days") is not None else "—")
             self._set(key, "mfu", fmt.mfu(row.get("mfu"), row.get("plausibility")))

@@ -12,6 +12,7 @@ from textual.widgets import Footer, Header, Static
 from tui_planner import format as fmt
 from tui_planner.app import chart
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
+from tui_planner.app.text import content
 
 
 class ScatterChart(Widget, can_focus=True):
@@ -62,25 +63,25 @@ class ChartScreen(WhatIfScreen):
         c.x_title = "cost per experiment" if per_run else "hardware cost"
         if c.selected is not None and c.selected >= len(self.rows):
             c.selected = None
-        self.query_one("#chart-title", Static).update(
-            f"[b]{s.model}[/b]: days v {c.x_title} [dim](log)[/] [green]◆[/]Pareto ●fits "
-            f"[dim]○over/late[/] [yellow]│budget ─deadline[/]")
+        self.query_one("#chart-title", Static).update(content(
+            f"[b]{fmt.esc(s.model)}[/b]: days v {c.x_title} [dim](log)[/] [green]◆[/]Pareto ●fits "
+            f"[dim]○over/late[/] [yellow]│budget ─deadline[/]"))
         self._info()
 
     def _info(self) -> None:
         c = self.query_one(ScatterChart)
         info = self.query_one("#chart-info", Static)
         if error := (self.app.ranking.error if self.app.ranking else None):
-            info.update(f"[b red]{error}[/]")
+            info.update(content(f"[b red]{fmt.esc(error, newlines=True)}[/]"))
             return
         if c.selected is None or c.selected >= len(self.rows):
             info.update(f"{len(self.rows)} options. ←/→ pick one; [ ] budget, , . deadline, c axis.")
             return
         r = self.rows[c.selected]
         flag = f" [red]MFU {fmt.mfu(r['mfu'], r['plausibility'])}[/]" if r["plausibility"] in fmt.FLAG_MARK else ""
-        info.update(f"[b]{r['num_gpus']} x {r['gpu']}[/b] {fmt.usd(r['hardware_cost_usd'])}, "
-                    f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run, "
-                    f"{r['source']}{' · Pareto' if r['pareto'] else ''}{flag}")
+        info.update(content(f"[b]{r['num_gpus']} x {fmt.esc(r['gpu'])}[/b] {fmt.usd(r['hardware_cost_usd'])}, "
+                            f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run, "
+                            f"{fmt.esc(r['source'])}{' · Pareto' if r['pareto'] else ''}{flag}"))
 
     def action_select(self, step: int) -> None:
         c = self.query_one(ScatterChart)

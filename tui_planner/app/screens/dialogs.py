@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from tui_planner import format as fmt
+from tui_planner.app.text import content
 
 SCREENS = (
     ("Everywhere", "tui_planner.app.app", "PlannerApp"),
@@ -57,13 +60,13 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         lines = [HELP_INTRO]
         current = None
-        for title, keys, what in binding_rows():
+        for title, keys, what in binding_rows():  # a key may be "[" itself: escaped like any value
             if title != current:
-                lines.append(f"\n[b u]{title}[/]")
+                lines.append(f"\n[b u]{fmt.esc(title)}[/]")
                 current = title
-            lines.append(f"  [b]{keys:<10}[/] {what}")
+            lines.append(f"  [b]{fmt.esc(f'{keys:<10}')}[/] {fmt.esc(what)}")
         with VerticalScroll(id="help"):
-            yield Static("\n".join(lines))
+            yield Static(content("\n".join(lines)))
             yield Label("[dim]escape closes[/]")
 
 
@@ -125,8 +128,10 @@ DETAIL_FIELDS = (
 
 
 def detail_text(row: dict[str, Any]) -> str:
+    """A trial as rich markup, every value from the database in it escaped (shown through content())."""
+    e = fmt.esc
     flag = row.get("plausibility")
-    lines = [f"[b]{row['model']} on {row['num_gpus']} x {row['gpu']}[/b] — {fmt.methods(row)}",
+    lines = [f"[b]{e(row['model'])} on {row['num_gpus']} x {e(row['gpu'])}[/b] — {e(fmt.methods(row))}",
              f"MFU [b]{fmt.mfu(row.get('mfu'), flag)}[/b]"
              + (f"  [red]{flag}: above {'100' if flag == 'impossible' else '60'}% of the GPU's dense 16-bit peak[/]"
                 if flag in fmt.FLAG_MARK else ""), ""]
@@ -139,14 +144,14 @@ def detail_text(row: dict[str, Any]) -> str:
             continue
         if isinstance(value, float):
             value = f"{value:.4g}"
-        lines.append(f"  {name:<26} {value}")
+        lines.append(f"  {name:<26} {e(value, newlines=True)}")
     prov = row.get("provenance")
     if prov:
         try:
             prov = json.dumps(json.loads(prov), indent=2)
         except (TypeError, ValueError):
             pass
-        lines += ["", "[b]Provenance[/b]", str(prov).replace("[", r"\[")]
+        lines += ["", "[b]Provenance[/b]", e(prov, newlines=True)]
     return "\n".join(lines)
 
 
@@ -180,8 +185,9 @@ class TrialDetail(ModalScreen[None]):
     def _show(self, row: dict[str, Any] | None, settings: str) -> None:
         self.row = row
         body = self.query_one("#detail-body", Static)
-        body.update(detail_text(row) if row else f"trial {self.trial_id} is not in {self.app.store.path}")
-        self.query_one("#detail-recipe", Static).update(settings)
+        body.update(content(detail_text(row) if row else
+                            f"trial {fmt.esc(self.trial_id)} is not in {fmt.esc(self.app.store.path)}"))
+        self.query_one("#detail-recipe", Static).update(content(settings))
 
     def action_export(self) -> None:
         if not self.row:
@@ -191,7 +197,9 @@ class TrialDetail(ModalScreen[None]):
             if path:
                 self.export_to(path)
 
-        default = f"./{self.row['model']}-{self.row['num_gpus']}x{self.row['gpu']}-settings"
+        # A folder name from the row's model and GPU: a shared file's names may hold slashes or worse.
+        name = re.sub(r"[^A-Za-z0-9._+-]", "_", f"{self.row['model']}-{self.row['num_gpus']}x{self.row['gpu']}")
+        default = f"./{name}-settings"
         self.app.push_screen(AskPath("Export training settings to folder", default), chosen)
 
     @work(thread=True, exit_on_error=False)
@@ -203,25 +211,31 @@ class TrialDetail(ModalScreen[None]):
             choice = recipe.pick(cur, self.app.presets, None, None, None, trial_id=self.trial_id)
             written = recipe.write(recipe.build(choice, self.app.presets, self.app.store.path), Path(path))
         except Exception as e:  # noqa: BLE001 - PlannerError, OSError, or a bug: say it, keep the app
-            self.app.call_from_thread(self.app.notify, str(e), title="Export failed", severity="error", timeout=10)
+            self.app.call_from_thread(self.app.notify, fmt.visible(e, newlines=True), title="Export failed",
+                                      severity="error", timeout=10, markup=False)
             return
         finally:
             cur.close()
-        self.app.call_from_thread(self.app.notify, f"Wrote {', '.join(p.name for p in written)} to {path}. "
-                                  f"Check them with: tui-planner verify {path}", title="Exported", timeout=10)
+        self.app.call_from_thread(self.app.notify, fmt.visible(f"Wrote {', '.join(p.name for p in written)} to "
+                                                               f"{path}. Check them with: tui-planner verify "
+                                                               f"{shlex.quote(path)}"),
+                                  title="Exported", timeout=10, markup=False)
 
 
 def recipe_preview(store, presets, trial_id: str) -> str:
-    """The training settings `tui-planner export` would write for this trial, or why there are none."""
-    from rich.markup import escape
-
-    from engine.recipe import export as recipe
+    """The training settings `tui-planner export` would write for this trial, or why there are none (rich
+    markup, values escaped)."""
     from engine.data.errors import PlannerError
+    from engine.recipe import export as recipe
+
+    escape = fmt.esc
 
     try:
         r = recipe.build(recipe.pick(store, presets, None, None, None, trial_id=trial_id), presets, store.path)
     except PlannerError as e:
         return f"\n[b]Training settings[/b]\n  [dim]{escape(str(e))}[/]"
+    except Exception as e:  # noqa: BLE001 - a row the export cannot read (a shared file): say so, show the trial
+        return f"\n[b]Training settings[/b]\n  [dim]cannot be built from this row ({escape(type(e).__name__)}: {escape(e)})[/]"
     keys = ("per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate",
             "lr_scheduler_type", "bf16", "fp16", "tf32", "torch_compile", "gradient_checkpointing", "optim", "fsdp")
     lines = ["", "[b]Training settings[/b] [dim](x writes them: TrainingArguments, DeepSpeed/FSDP, launch.sh)[/]"]
@@ -229,7 +243,7 @@ def recipe_preview(store, presets, trial_id: str) -> str:
               if r.training_args.get(k) not in (None, "", [], False)]
     if r.deepspeed:
         zero = r.deepspeed.get("zero_optimization", {})
-        lines.append(f"  {'deepspeed':<28} ZeRO stage {zero.get('stage')}"
+        lines.append(f"  {'deepspeed':<28} ZeRO stage {escape(zero.get('stage'))}"
                      + (", offload" if zero.get("offload_optimizer") else ""))
     lines += [f"  [dim]{escape(n)}[/]" for n in r.notes]
     return "\n".join(lines)
@@ -254,8 +268,6 @@ class CellFindings(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
-        from rich.markup import escape
-
         from engine.plan.findings import findings
 
         model, gpu, n = self.cell
@@ -263,7 +275,8 @@ class CellFindings(ModalScreen[None]):
         try:
             cells = findings(cur, self.app.presets, model=model, gpu=gpu, num_gpus=n)
         except Exception as e:  # noqa: BLE001 - a database error or a bug: say it, keep the app
-            self.app.call_from_thread(self.query_one("#findings-body", Static).update, f"[red]{escape(str(e))}[/]")
+            self.app.call_from_thread(self.query_one("#findings-body", Static).update,
+                                      content(f"[red]{fmt.esc(e, newlines=True)}[/]"))
             return
         finally:
             cur.close()
@@ -277,7 +290,7 @@ class CellFindings(ModalScreen[None]):
         model, gpu, n = self.cell
         body = self.query_one("#findings-body", Static)
         if not cells:
-            body.update(f"[b]{model} on {n} x {gpu}[/b]\n\nno measured search here: its rows come from the paper "
-                        f"or a prediction. Measure it on the Bench screen (3).")
+            body.update(content(f"[b]{fmt.esc(model)} on {n} x {fmt.esc(gpu)}[/b]\n\nno measured search here: its "
+                                "rows come from the paper or a prediction. Measure it on the Bench screen (3)."))
             return
         body.update(Group(*findings_renderables(cells)))

@@ -12,6 +12,7 @@ from engine.data.errors import PlannerError
 from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
+from tui_planner.app.text import content
 
 
 SOURCE_SHORT = {"measured": "meas", "predicted": "pred", "paper-table1": "T1", "paper-table4": "T4"}
@@ -37,7 +38,7 @@ class PlanScreen(WhatIfScreen):
             with Vertical(id="form"):
                 with Horizontal(classes="field"):
                     yield Label("Model", classes="name")
-                    yield Select([(m, m) for m in presets.models], allow_blank=False, compact=True, id="model",
+                    yield Select([(fmt.text(m), m) for m in presets.models], allow_blank=False, compact=True, id="model",
                                  value=self.app.initial.model)
                 for key, label, tip in (("budget", "Budget $", "e.g. 50000, 50k"),
                                         ("deadline", "Deadline d", "days; empty: none"),
@@ -49,7 +50,7 @@ class PlanScreen(WhatIfScreen):
                         yield Input(placeholder=tip, compact=True, id=key, select_on_focus=True)
                 yield Label("", id="sources")
                 yield Label("GPUs [dim](g, space)[/]")
-                yield SelectionList(*[(f"{g.id:<8} {fmt.usd(g.price.usd) if g.price else 'no price'}", g.id, True)
+                yield SelectionList(*[(fmt.text(f"{g.id:<8} {fmt.usd(g.price.usd) if g.price else 'no price'}"), g.id, True)
                                       for g in presets.gpus.values()], compact=True, id="gpus")
             with Vertical(id="right"):
                 yield Static("", id="title")
@@ -98,7 +99,7 @@ class PlanScreen(WhatIfScreen):
         if key == "deadline":
             return st.parse_optional(text, "deadline", "days")
         if key == "lifespan":
-            return st.parse_money(text, "lifespan")
+            return st.parse_years(text, "lifespan")
         if key == "kwh":
             return st.parse_optional(text, "electricity price", "USD/kWh")
         return st.parse_prices(text, list(self.app.presets.gpus))
@@ -108,14 +109,14 @@ class PlanScreen(WhatIfScreen):
             return
         s = result.state
         title = self.query_one("#title", Static)
-        title.update(f"[b]{s.model}[/b] {fmt.usd(s.budget_usd)}"
-                     + (f", {s.deadline_days:g} d" if s.deadline_days else ", no deadline")
-                     + "  [dim]* Pareto $ over d late[/]")
+        title.update(content(f"[b]{fmt.esc(s.model)}[/b] {fmt.usd(s.budget_usd)}"
+                             + (f", {s.deadline_days:g} d" if s.deadline_days else ", no deadline")
+                             + "  [dim]* Pareto $ over d late[/]"))
         t = self.query_one("#ranking", DataTable)
         t.clear()
         verdict = self.query_one("#verdict", Static)
         if result.error:
-            verdict.update(f"[b red]{result.error}[/]")
+            verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
             return
         for i, r in enumerate(result.rows):
             has = r["days"] is not None
@@ -126,11 +127,12 @@ class PlanScreen(WhatIfScreen):
                      fmt.days(r["days"]) if has else r["status"],
                      fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
                      SOURCE_SHORT.get(r["source"], r["source"] or "—")]
-            t.add_row(*[f"[{style}]{c}[/]" if style else c for c in cells], key=f"{r['gpu']}:{r['num_gpus']}")
+            t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
+                      key=f"{r['gpu']}:{r['num_gpus']}")
         lines = st.verdict(list(result.rows), s)
         if result.missing:
-            lines.append(f"[dim]No data: {', '.join(result.missing)}[/]")
-        verdict.update("\n".join(lines))
+            lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
+        verdict.update(content("\n".join(lines)))
 
     # --- widgets -> state --------------------------------------------------------------------------
 
@@ -146,7 +148,7 @@ class PlanScreen(WhatIfScreen):
             value = self._parse(key, event.value)
         except PlannerError as e:
             event.input.add_class("-bad")
-            self.query_one("#verdict", Static).update(f"[b red]{e}[/]")
+            self.query_one("#verdict", Static).update(content(f"[b red]{fmt.esc(e)}[/]"))  # e holds what was typed
             return
         event.input.remove_class("-bad")
         field = {"budget": "budget_usd", "deadline": "deadline_days", "lifespan": "lifespan_years",

@@ -12,6 +12,7 @@ from textual.widgets import Checkbox, DataTable, Footer, Header, Select, Static
 
 from tui_planner import format as fmt
 from tui_planner.app.screens.plan import SOURCE_SHORT
+from tui_planner.app.text import content
 
 SORTS = (("days", "days"), ("mfu", "MFU"), ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"),
          ("source", "source"))
@@ -54,8 +55,8 @@ class ResultsScreen(Screen):
         p = self.app.presets
         yield Header()
         with Horizontal(id="filters"):
-            yield Select([(m, m) for m in p.models], prompt="model", compact=True, id="f-model")
-            yield Select([(g, g) for g in p.gpus], prompt="GPU", compact=True, id="f-gpu")
+            yield Select([(fmt.text(m), m) for m in p.models], prompt="model", compact=True, id="f-model")
+            yield Select([(fmt.text(g), g) for g in p.gpus], prompt="GPU", compact=True, id="f-gpu")
             yield Select([(str(n), n) for n in (1, 2, 4, 8, 16, 32)], prompt="GPUs", compact=True, id="f-n")
             yield Select([(s, s) for s in ("measured", "paper", "predicted")], prompt="source", compact=True,
                          id="f-source")
@@ -118,11 +119,12 @@ class ResultsScreen(Screen):
             cells = [r["model"], r["gpu"], str(r["num_gpus"] * (r.get("num_nodes") or 1)), fmt.methods(r), mb,
                      outcome, fmt.mfu(r["mfu"], r["plausibility"]), SOURCE_SHORT.get(r["source"], r["source"] or "")]
             style = "" if ok else "dim"
-            t.add_row(*[f"[{style}]{c}[/]" if style else c for c in cells], key=r["trial_id"])
+            t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
+                      key=r["trial_id"])
         ro = " (read-only)" if self.app.store.read_only else ""
-        self.query_one("#results-status", Static).update(
+        self.query_one("#results-status", Static).update(content(
             f"{len(self.rows)} trials · sorted by {SORTS[self.sort_index][1]}{' ↓' if self.reverse else ''} · "
-            f"[dim]{self.app.store.path}{ro}[/]")
+            f"[dim]{fmt.esc(self.app.store.path)}{ro}[/]"))
 
     @on(DataTable.RowSelected, "#results")
     def _open(self, event: DataTable.RowSelected) -> None:
