@@ -307,3 +307,59 @@ def test_killing_verify_as_its_worker_starts_leaves_no_worker(offload_sweep, tmp
         verify.kill()
         for pid in _marked(mark, ""):
             os.kill(pid, signal.SIGKILL)
+
+
+# --- 4: an absurd model or an unbounded config is refused before anything is launched or read -------
+
+
+def _tiny_with(tmp_path, extra: str) -> Path:
+    folder = tmp_path / "presets"
+    folder.mkdir(exist_ok=True)
+    (folder / "over.toml").write_text(extra)
+    return folder
+
+
+@pytest.mark.parametrize("config, message", [
+    ("num_hidden_layers = 1000000", r"config num_hidden_layers = '1000000' is not a whole number from 1 to 10,000"),
+    ("num_hidden_layers = 2000\nhidden_size = 100000\nintermediate_size = 400000",
+     r"tiny-neox: [\d,]+ parameters need [\d,.]+ GB in fp32 to build, and this machine has"),
+])
+def test_a_model_no_gpu_could_hold_is_refused_before_launch(tmp_path, config, message):
+    over = _tiny_with(tmp_path, f"[models.tiny-neox.config]\n{config}\n")
+    seen = []
+    with pytest.raises(PlannerError, match=message + ".*nothing was launched"):
+        run_sweep(SweepRequest(model="tiny-neox", methods="all", device="cpu", presets=(TINY, str(over)),
+                               compile=False, db=str(tmp_path / "r.duckdb")), on_event=seen.append)
+    assert seen == [] and not (tmp_path / "r.duckdb").exists()
+
+
+@pytest.mark.parametrize("what, content, expected", [
+    ("endless", None, "a regular file"),
+    ("deep", "[" * 100_000 + "]" * 100_000, "nested no deeper"),
+    ("huge", '{"a": "' + "x" * (5 * 2**20) + '"}', "at most 4 MiB"),
+])
+def test_a_config_json_that_never_ends_or_nests_forever_is_named(tmp_path, capsys, what, content, expected):
+    config = Path("/dev/zero") if content is None else tmp_path / "config.json"
+    if content is not None:
+        config.write_text(content)
+    over = _tiny_with(tmp_path, f'[models.tiny-neox]\nhf_config = "{config}"\n')
+    err = _cli_error(capsys, ["presets", "--presets", TINY, "--presets", str(over)])
+    assert "models.tiny-neox.hf_config" in err and expected in err and str(over / "over.toml") in err
+
+
+# --- 9: a write-ahead log cut short loses at most the write in flight ------------------------------
+
+
+def test_a_writer_killed_mid_sweep_leaves_every_written_trial_in_the_file(tmp_path):
+    db = tmp_path / "r.duckdb"
+    code = ("import sys, os; sys.path.insert(0, sys.argv[1]); from engine.data.store import Store, Trial, Run\n"
+            "s = Store.open(sys.argv[2], read_only=False); s.start_run(Run(source='measured', run_id='r', status='running'))\n"
+            "for i in range(4):\n"
+            "    s.add_trial(Trial(model='m', gpu='g', num_gpus=1, feasible=True, source='measured', run_id='r'))\n"
+            "os.kill(os.getpid(), 9)\n")
+    subprocess.run([sys.executable, "-c", code, str(ROOT), str(db)])
+    wal = Path(str(db) + ".wal")
+    if wal.exists():  # tear whatever the log holds
+        wal.write_bytes(wal.read_bytes()[: max(0, wal.stat().st_size - 7)])
+    with Store.open(db, read_only=True) as s:
+        assert len(s.trials()) == 4 and [r["status"] for r in s.runs()] == ["interrupted"]

@@ -195,8 +195,10 @@ def refuse_what_cannot_fit(req: SweepRequest, presets: Presets, gpu: str, specs:
         psi = memory.shape(model).params
         needs = [(memory.need(model, s.methods, s.num_gpus * s.num_nodes, 1, kappa=0.0).static_bytes, s.methods.label)
                  for s in specs]
+    except memory.ConfigValueError as e:
+        raise PlannerError(f"{e}; nothing was launched") from None
     except PlannerError:
-        return
+        return  # an architecture the memory model does not know: the trials find out
     host = host_memory_bytes()
     gb = lambda b: f"{b / 1e9:,.1f} GB"  # noqa: E731
     if host and 4 * psi > host * (1 + REFUSE_MARGIN):

@@ -408,15 +408,24 @@ class Store:
 
     # --- reading ---------------------------------------------------------------------------------
 
+    def _fetch(self, sql: str, params: Any) -> tuple[list[str], list[tuple]]:
+        """Run a read. A damaged file can pass the checks at open and fail on the block a query reads: that
+        is a StoreError naming the file, like every other way a file can be wrong."""
+        try:
+            cur = self.con.execute(sql, params)
+            return [d[0] for d in cur.description], cur.fetchall()
+        except (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
+                duckdb.FatalException, duckdb.CatalogException, duckdb.BinderException) as e:
+            raise StoreError(f"{self.path or 'database'}: cannot read it; the file may be damaged, cut short or "
+                             f"not ours ({_first_line(e)})") from None
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        names, rows = self._fetch(sql, list(params))
+        return [dict(zip(names, row)) for row in rows]
 
     def query_named(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        cur = self.con.execute(sql, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        names, rows = self._fetch(sql, params)
+        return [dict(zip(names, row)) for row in rows]
 
     def trials(
         self,
@@ -453,9 +462,7 @@ class Store:
             measured = "feasible" if pruned_final else (
                 "(feasible AND failure_kind IS NULL AND coalesce(provenance, '') NOT LIKE '%\"stopped_early\"%')")
             final = f" AND ({measured} OR failure_kind IN ({kinds}))"
-        rows = self.con.execute(
-            f"SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?)){final}", [keys]
-        ).fetchall()
+        _, rows = self._fetch(f"SELECT DISTINCT key FROM trials WHERE key IN (SELECT unnest(?)){final}", [keys])
         return {r[0] for r in rows}
 
     def repeated_failures(self, keys: Iterable[str], at_least: int = 2) -> dict[str, str]:
@@ -465,13 +472,13 @@ class Store:
         keys = list(keys)
         if not keys:
             return {}
-        rows = self.con.execute(
+        _, rows = self._fetch(
             """SELECT key, coalesce(arg_max(coalesce(failure_message, failure_kind), created_at), 'failed')
                FROM trials WHERE key IN (SELECT unnest(?))
                GROUP BY key
                HAVING count(*) FILTER (WHERE failure_kind IN ('failed', 'timeout')) >= ?
                   AND count(*) FILTER (WHERE feasible OR failure_kind IN ('oom', 'dominated', 'refused')) = 0""",
-            [keys, at_least]).fetchall()
+            [keys, at_least])
         return {k: m for k, m in rows}
 
     def runs(self) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ Reads the store; never writes. No torch here.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,8 @@ from engine.data.store import Store
 _ROWS_SQL = """
 SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 5) AS label, days, mfu, micro_batch,
        grad_accum, failure_kind, failure_message, free_lunch, activation_checkpointing, sharding, offloading,
-       created_at, coalesce(json_extract_string(provenance, '$.causal_mask') = 'dense mask', false) AS dense_mask
+       created_at, coalesce(CASE WHEN json_valid(provenance) THEN json_extract_string(provenance, '$.causal_mask') END
+                = 'dense mask', false) AS dense_mask
 FROM trials
 WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind = 'memory'))
   AND len(string_split(key, '|')) = 6 {where}
@@ -64,7 +66,8 @@ class Entry:
 
     @property
     def measured(self) -> bool:
-        return self.days is not None
+        """Timed: a positive, finite number of days (a shared results file may hold anything)."""
+        return self.days is not None and math.isfinite(self.days) and self.days > 0
 
 
 @dataclass(frozen=True)

@@ -57,11 +57,48 @@ class Shape:
     embedding_params: float = 0.0  # input-embedding lookups: parameters without matmul FLOPs
 
 
+class ConfigValueError(MemoryModelError):
+    """A config value no real model has (a million layers, a negative width, text where a number goes)."""
+
+
 def _cfg(model: Model, key: str, default: Any = None) -> Any:
     value = model.config.get(key, default)
     if value is None:
         raise MemoryModelError(f"{model.id}: the preset's config has no {key!r}, which the memory model needs")
     return value
+
+
+# What real models span, with room: a config outside these is a mistake, and is said to be before anything
+# is sized, launched or allocated from it.
+INT_LIMITS = {"num_hidden_layers": 10_000, "hidden_size": 1_000_000, "intermediate_size": 10_000_000,
+              "num_attention_heads": 100_000, "vocab_size": 10_000_000, "max_position_embeddings": 10_000_000,
+              "type_vocab_size": 100_000, "patch_size": 10_000, "image_size": 100_000, "num_channels": 1_000,
+              "num_labels": 10_000_000, "state_size": 100_000, "expand": 1_000, "conv_kernel": 1_000,
+              "time_step_rank": 1_000_000, "hidden_sizes": 1_000_000, "depths": 10_000}
+
+
+def _int(model: Model, key: str, default: Any = None, value: Any = None) -> int:
+    """A whole-number config field, checked: a number (not a flag or text), whole, from 1 to its limit."""
+    value = _cfg(model, key, default) if value is None else value
+    hi = INT_LIMITS.get(key, 10**9)
+    ok = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
+    if not ok or not 1 <= value <= hi:
+        raise ConfigValueError(f"{model.id}: config {key} = {str(value)[:80]!r} is not a whole number from 1 to {hi:,}")
+    return int(value)
+
+
+def _list(model: Model, key: str) -> list:
+    value = _cfg(model, key)
+    if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 100:
+        raise ConfigValueError(f"{model.id}: config {key} = {str(value)[:80]!r} is not a list of 1 to 100 numbers")
+    return list(value)
+
+
+def _fraction(model: Model, key: str, default: float) -> float:
+    value = model.config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigValueError(f"{model.id}: config {key} = {str(value)[:80]!r} is not a number from 0 to 1")
+    return float(value)
 
 
 _SHAPES: dict[int, tuple[Model, Shape]] = {}
@@ -86,44 +123,44 @@ def shape(model: Model) -> Shape:
 def _shape(model: Model) -> Shape:
     cls = model.config_class
     if cls in ("GPTNeoXConfig", "RobertaConfig", "ViTConfig"):
-        h, layers = int(_cfg(model, "hidden_size")), int(_cfg(model, "num_hidden_layers"))
-        heads, inner = int(_cfg(model, "num_attention_heads")), int(_cfg(model, "intermediate_size"))
+        h, layers = _int(model, "hidden_size"), _int(model, "num_hidden_layers")
+        heads, inner = _int(model, "num_attention_heads"), _int(model, "intermediate_size")
         # One layer: Q, K, V, O projections with biases (4h^2 + 4h), the MLP (2hi + i + h) and two
         # LayerNorms (4h): 4h^2 + 2hi + 9h + i.
         per_layer = 4 * h * h + 2 * h * inner + 9 * h + inner
         if cls == "GPTNeoXConfig":
-            vocab = int(_cfg(model, "vocab_size"))
+            vocab = _int(model, "vocab_size")
             tied = bool(model.config.get("tie_word_embeddings", False))
             params = (1 if tied else 2) * vocab * h + layers * per_layer + 2 * h
             return Shape("transformer", params, layers, h, heads, model.seq_len, model.seq_len, vocab, inner,
                          embedding_params=vocab * h)
         if cls == "RobertaConfig":
-            vocab = int(_cfg(model, "vocab_size"))
-            positions = int(model.config.get("max_position_embeddings", 514))
-            types = int(model.config.get("type_vocab_size", 1))
+            vocab = _int(model, "vocab_size")
+            positions = _int(model, "max_position_embeddings", 514)
+            types = _int(model, "type_vocab_size", 1)
             embeddings = (vocab + positions + types) * h + 2 * h
             lm_head = h * h + h + 2 * h + vocab  # dense + LayerNorm + decoder bias (decoder tied)
             params = embeddings + layers * per_layer + lm_head
-            dropout = float(model.config.get("attention_probs_dropout_prob", 0.1)) > 0
+            dropout = _fraction(model, "attention_probs_dropout_prob", 0.1) > 0
             return Shape("transformer", params, layers, h, heads, model.seq_len, model.seq_len, vocab, inner,
                          attention_dropout=dropout, embedding_params=embeddings)
-        patch = int(_cfg(model, "patch_size"))
-        image = int(model.config.get("image_size", model.image_size))
-        channels = int(model.config.get("num_channels", 3))
+        patch = _int(model, "patch_size")
+        image = _int(model, "image_size", model.image_size)
+        channels = _int(model, "num_channels", 3)
         patches = (image // patch) ** 2
-        classes = model.num_classes or int(_cfg(model, "num_labels"))
+        classes = model.num_classes or _int(model, "num_labels")
         params = (channels * patch * patch * h + h) + h + (patches + 1) * h + layers * per_layer + 2 * h \
             + h * classes + classes
-        dropout = float(model.config.get("attention_probs_dropout_prob", 0.0)) > 0
+        dropout = _fraction(model, "attention_probs_dropout_prob", 0.0) > 0
         return Shape("transformer", params, layers, h, heads, patches + 1, 1, classes, inner,
                      attention_dropout=dropout)
     if cls == "MambaConfig":
-        h, layers = int(_cfg(model, "hidden_size")), int(_cfg(model, "num_hidden_layers"))
-        vocab, n = int(_cfg(model, "vocab_size")), int(model.config.get("state_size", 16))
-        e = int(model.config.get("expand", 2)) * h
-        k = int(model.config.get("conv_kernel", 4))
+        h, layers = _int(model, "hidden_size"), _int(model, "num_hidden_layers")
+        vocab, n = _int(model, "vocab_size"), _int(model, "state_size", 16)
+        e = _int(model, "expand", 2) * h
+        k = _int(model, "conv_kernel", 4)
         rank = model.config.get("time_step_rank", "auto")
-        r = math.ceil(h / 16) if rank in (None, "auto") else int(rank)
+        r = math.ceil(h / 16) if rank in (None, "auto") else _int(model, "time_step_rank", value=rank)
         # norm h; in_proj h.2e; conv1d e.k + e; x_proj e.(r + 2n); dt_proj r.e + e; A_log e.n; D e; out_proj e.h
         per_layer = h + 2 * e * h + e * k + e + e * (r + 2 * n) + r * e + e + e * n + e + e * h
         tied = bool(model.config.get("tie_word_embeddings", True))
@@ -131,12 +168,15 @@ def _shape(model: Model) -> Shape:
         return Shape("mamba", params, layers, h, 0, model.seq_len, model.seq_len, vocab, e, n,
                      embedding_params=vocab * h)
     if cls == "ConvNextConfig":
-        widths = [int(c) for c in _cfg(model, "hidden_sizes")]
-        depths = [int(d) for d in _cfg(model, "depths")]
-        patch = int(model.config.get("patch_size", 4))
-        image = int(model.config.get("image_size", model.image_size))
-        channels = int(model.config.get("num_channels", 3))
-        classes = model.num_classes or int(_cfg(model, "num_labels"))
+        widths = [_int(model, "hidden_sizes", value=c) for c in _list(model, "hidden_sizes")]
+        depths = [_int(model, "depths", value=d) for d in _list(model, "depths")]
+        if len(widths) != len(depths):
+            raise ConfigValueError(f"{model.id}: config hidden_sizes and depths name {len(widths)} and "
+                                   f"{len(depths)} stages")
+        patch = _int(model, "patch_size", 4)
+        image = _int(model, "image_size", model.image_size)
+        channels = _int(model, "num_channels", 3)
+        classes = model.num_classes or _int(model, "num_labels")
         params = channels * patch * patch * widths[0] + widths[0] + 2 * widths[0]  # stem conv + LayerNorm
         stages, res = [], image // patch
         for i, (c, d) in enumerate(zip(widths, depths)):
