@@ -163,6 +163,8 @@ def run_trial(
     name = hashlib.sha1(spec.key.encode()).hexdigest()[:12]
     spec_path, out_path = workdir / f"{name}.spec.json", workdir / f"{name}.result.json"
     out_path.unlink(missing_ok=True)
+    relaunch_path = Path(str(out_path) + ".relaunch")  # engine.bench.trial.relaunch writes it too
+    relaunch_path.unlink(missing_ok=True)
     spec_path.write_text(spec.to_json())
     env = trial_env()
     if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
@@ -246,6 +248,12 @@ def run_trial(
             result = {}
     if not result and printed:
         result = printed
+    if not again and relaunch_path.exists():  # its marker line was lost in the pipe
+        try:
+            again.update(json.loads(relaunch_path.read_text()))
+        except (OSError, json.JSONDecodeError):
+            pass
+    relaunch_path.unlink(missing_ok=True)
     if status == "timeout":
         return TrialOutcome("timeout", result, f"killed after {timeout_s:.0f} s without a result (hung or too slow)",
                             duration, list(tail))

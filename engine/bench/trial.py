@@ -279,10 +279,21 @@ def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None 
     (EXIT_RELAUNCH). Any rank may call it; the others are ended with it by torchrun. `about`: what the
     trial knows of itself (settings, versions), for the row if no launch measures it."""
     keep = ("attention", "compile", "tf32", "compile_mode", "kernels_off", "versions", "checkpointing")
-    emit("relaunch", any_rank=True, measure_at=measure_at, max_fit=max_fit, oom_at=oom_at, why=why, rank=RANK,
-         about={k: v for k, v in (about or {}).items() if k in keep})
+    fields = dict(measure_at=measure_at, max_fit=max_fit, oom_at=oom_at, why=why, rank=RANK,
+                  about={k: v for k, v in (about or {}).items() if k in keep})
+    emit("relaunch", any_rank=True, **fields)
     sys.stdout.flush()
+    if RELAUNCH_FILE:  # the same, in a file: on a busy pipe another rank's long output can split the line
+        try:
+            fd = os.open(RELAUNCH_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL)  # the first rank to ask says why
+            with os.fdopen(fd, "w") as f:
+                json.dump(fields, f, default=str)
+        except OSError:
+            pass
     os._exit(EXIT_RELAUNCH)
+
+
+RELAUNCH_FILE: str | None = None  # beside the result file (main)
 
 
 def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, attn, t_start) -> dict[str, Any]:
@@ -476,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     guard_worker()  # first: the sweep that owns this trial may already be gone
     argv = sys.argv[1:] if argv is None else argv
     spec_path, out_path = argv[0], argv[1]
+    global RELAUNCH_FILE
+    RELAUNCH_FILE = out_path + ".relaunch"
     with open(spec_path) as f:
         spec = TrialSpec.from_json(f.read())
     from engine.bench.environment import sanitize_cuda_arch_env
