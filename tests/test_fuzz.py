@@ -132,7 +132,8 @@ def _databases(real: Path, folder: Path, rng: random.Random):
     for column, value in [("days", None), ("days", -5.0), ("days", 0.0), ("days", 1e308), ("days", float("nan")),
                           ("num_gpus", 0), ("num_gpus", -3), ("micro_batch", 0), ("mfu", float("inf")),
                           ("model", "no-such-model"), ("gpu", "no-such-gpu"), ("provenance", "{not json"),
-                          ("sharding", "zero9"), ("key", None), ("source", "paper-table1")]:
+                          ("sharding", "zero9"), ("key", None), ("source", "paper-table1"), ("update_s", None),
+                          ("pass_s", -1.0), ("grad_accum", 0)]:
         path = folder / "tmp.duckdb"
         shutil.copy(real, path)
         con = duckdb.connect(str(path))
@@ -149,7 +150,10 @@ def test_malformed_databases(real_db, tmp_path, capsys):
         for argv in (["results", "--db", str(path)], ["results", "--db", str(path), "--format", "json"],
                      ["results", "--db", str(path), "--summary"], ["summary", "--db", str(path)],
                      ["db", "info", str(path)],
-                     ["rank", "--db", str(path), "--model", "pythia-1b", "--budget", "50000"]):
+                     ["rank", "--db", str(path), "--model", "pythia-1b", "--budget", "50000"],
+                     ["predict", "--db", str(path), "--model", "pythia-1b", "--gpu", "a100"],
+                     ["export", "--db", str(path), "--model", "pythia-1b", "--gpu", "h100", "--num-gpus", "1",
+                      "--out", str(tmp_path / "export")]):
             try:
                 _run(capsys, argv)
             except AssertionError as e:

@@ -363,3 +363,25 @@ def test_a_writer_killed_mid_sweep_leaves_every_written_trial_in_the_file(tmp_pa
         wal.write_bytes(wal.read_bytes()[: max(0, wal.stat().st_size - 7)])
     with Store.open(db, read_only=True) as s:
         assert len(s.trials()) == 4 and [r["status"] for r in s.runs()] == ["interrupted"]
+
+
+def test_the_engine_refuses_non_finite_planning_inputs():
+    from dataclasses import replace
+
+    from engine.data.presets import load_presets
+    from engine.plan.ranking import RankRequest
+
+    presets = load_presets(include_user=False)
+    base = RankRequest(model="pythia-1b", budget_usd=50_000)
+    base.validate(presets)
+    for change in (dict(budget_usd=float("inf")), dict(deadline_days=float("nan")), dict(lifespan_years=float("inf")),
+                   dict(kwh_price_usd=float("inf")), dict(price_overrides={"h100": float("inf")})):
+        with pytest.raises(PlannerError):
+            replace(base, **change).validate(presets)
+
+
+def test_missing_extras_say_how_to_install_them_from_a_clone():
+    from engine.bench import environment
+
+    text = Path(environment.__file__).read_text()
+    assert "tui-planner[bench]" not in text and "pip install '.[bench]'" in text

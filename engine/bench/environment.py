@@ -177,7 +177,7 @@ def deepspeed_import_error(timeout_s: float = 120.0) -> str | None:
     errors = [ln.strip() for ln in done.stderr.splitlines() if re.match(r"^\w+(\.\w+)*(Error|Exception)\b", ln.strip())]
     why = errors[-1] if errors else (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
     if why.startswith("ModuleNotFoundError: No module named 'deepspeed'"):
-        return "DeepSpeed is not installed (pip install 'tui-planner[bench]' or deepspeed)"
+        return "DeepSpeed is not installed (in the project's folder: pip install '.[bench]'; or pip install deepspeed)"
     return why[:300]
 
 
@@ -297,7 +297,7 @@ def probe() -> Machine:
         if not m.gpus and info["n"]:
             m.message = "torch sees GPUs but nvidia-smi is missing"
     else:
-        m.message = "torch is not installed: install the bench extra (pip install 'tui-planner[bench]')"
+        m.message = "torch is not installed: install the bench extra (in the project's folder: pip install '.[bench]')"
     if not m.gpus and not m.message:
         m.message = "no NVIDIA GPU found: benchmarks run on the CPU with tiny models only"
     return m

@@ -547,6 +547,20 @@ def _lock_holder(e: Exception) -> str:
     return "the file is locked"
 
 
+def provenance_of(value: Any) -> dict[str, Any]:
+    """A row's provenance as a dict: stored as JSON text, it may be anything in a shared file (not JSON, not
+    an object), which reads as empty."""
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value:
+        return {}
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
 def plain(value: Any) -> Any:
     """A value as JSON can hold it: dataclasses and mappings as dicts, dates as ISO text."""
     if dataclasses.is_dataclass(value):

@@ -42,20 +42,20 @@ class RankRequest:
         presets.model(self.model)
         if not (self.budget_usd > 0 and math.isfinite(self.budget_usd)):
             raise PlannerError(f"budget must be a positive amount of USD, not {self.budget_usd}")
-        if self.deadline_days is not None and not self.deadline_days > 0:
+        if self.deadline_days is not None and not (self.deadline_days > 0 and math.isfinite(self.deadline_days)):
             raise PlannerError(f"deadline must be a positive number of days, not {self.deadline_days}")
-        if not self.lifespan_years > 0:
-            raise PlannerError(f"hardware lifespan must be positive, not {self.lifespan_years} years")
-        if self.kwh_price_usd is not None and self.kwh_price_usd < 0:
-            raise PlannerError(f"electricity price cannot be negative ({self.kwh_price_usd} USD/kWh)")
+        if not (self.lifespan_years > 0 and math.isfinite(self.lifespan_years)):
+            raise PlannerError(f"hardware lifespan must be a positive number of years, not {self.lifespan_years}")
+        if self.kwh_price_usd is not None and not (self.kwh_price_usd >= 0 and math.isfinite(self.kwh_price_usd)):
+            raise PlannerError(f"electricity price must be a finite amount, at least 0, not {self.kwh_price_usd} USD/kWh")
         if not 0 < self.utilisation <= 1:
             raise PlannerError(f"utilisation is a share of TDP in (0, 1], not {self.utilisation}")
         if self.max_gpus < 1:
             raise PlannerError(f"max GPUs per machine must be at least 1, not {self.max_gpus}")
         for gpu, usd in self.price_overrides.items():
             presets.gpu(gpu)
-            if not usd > 0:
-                raise PlannerError(f"price of {gpu} must be positive, not {usd}")
+            if not (usd > 0 and math.isfinite(usd)):
+                raise PlannerError(f"price of {gpu} must be a positive amount, not {usd}")
         for gpu in self.gpus_allowed:
             presets.gpu(gpu)
         unknown = [s for s in self.sources if s not in SOURCE_GROUPS]

@@ -18,7 +18,8 @@ from typing import Any, Iterable, Mapping
 from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model, Presets
 from engine.data.space import Methods
-from engine.predict.memory import (Need, activation_terms, arch_of, capacity_bytes, gb, json_dict, methods_of,
+from engine.data.store import provenance_of
+from engine.predict.memory import (Need, activation_terms, arch_of, capacity_bytes, gb, methods_of,
                                    micro_batches, need, shape, static_terms)
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
         s = shape(model)
     except PlannerError:
         return None
-    prov = json_dict(row.get("provenance"))
+    prov = provenance_of(row.get("provenance"))
     searched = prov.get("max_micro_batch_searched")
     failed_at = None  # a micro-batch that ran out of memory, when that is all the row says
     if row.get("failure_kind") == "oom" and not searched:

@@ -69,7 +69,10 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
     settings = ("free_lunch", "activation_checkpointing", "sharding", "offloading")
     if any(row.get(k) is None for k in settings):
         return None  # a paper cell whose settings Appendix J does not let us read: unknown methods
-    methods = memory.methods_of(row)
+    try:
+        methods = memory.methods_of(row)
+    except PlannerError:
+        return None  # a setting this version does not know: not a basis
     n = int(row["num_gpus"]) * int(row.get("num_nodes") or 1)
     if not space.is_valid(methods, n):
         return None

@@ -17,7 +17,6 @@ sweep (engine/bench/sweep.py) uses it to skip combinations that cannot fit. No t
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -387,20 +386,15 @@ def arch_of(model: Model) -> str:
 
 
 def methods_of(row: Mapping[str, Any]) -> Methods:
-    """The method settings of a stored trial (unknown settings read as off)."""
+    """The method settings of a stored trial (unknown settings read as off). A sharding this version does
+    not know (a results file from elsewhere) is a PlannerError naming it, never a crash."""
     sharding = row.get("sharding") or "none"
-    return Methods(free_lunch=bool(row.get("free_lunch")), activation_checkpointing=bool(row.get("activation_checkpointing")),
-                   sharding=sharding, offloading=bool(row.get("offloading")))
-
-
-def json_dict(text: Any) -> dict[str, Any]:
-    if isinstance(text, dict):
-        return text
     try:
-        value = json.loads(text or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return Methods(free_lunch=bool(row.get("free_lunch")),
+                       activation_checkpointing=bool(row.get("activation_checkpointing")),
+                       sharding=sharding, offloading=bool(row.get("offloading")))
+    except ValueError as e:
+        raise PlannerError(f"trial {str(row.get('trial_id'))[:40]}: {e}") from None
 
 
 def gb(value: float) -> str:

@@ -37,7 +37,6 @@ No torch here.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Mapping
 
@@ -45,6 +44,7 @@ from engine.data import formulas, space
 from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model
 from engine.data.space import Methods
+from engine.data.store import provenance_of
 from engine.predict import memory
 from engine.predict.memory import shape
 
@@ -118,12 +118,8 @@ def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods)
     is too old to say which kernel ran)."""
     if row.get("source") != "measured" or not could_get_dense_causal_mask(model, methods):
         return False
-    text = row.get("provenance")
-    try:
-        prov = json.loads(text) if isinstance(text, str) else (text or {})
-    except ValueError:
-        prov = {}
-    if isinstance(prov, dict) and "causal_mask" in prov:
+    prov = provenance_of(row.get("provenance"))
+    if "causal_mask" in prov:
         return prov["causal_mask"] != "is_causal flag"
     kernel = row.get("kernel")
     return kernel is None or str(kernel).startswith("sdpa")  # flash-attn's own kernel never had the mask
@@ -269,10 +265,6 @@ def host_transfers(model: Model, methods: Methods) -> int:
 
 
 def json_field(text: Any, key: str) -> Any:
-    try:
-        value = json.loads(text) if isinstance(text, str) else (text or {})
-    except ValueError:
-        return None
-    return value.get(key) if isinstance(value, dict) else None
+    return provenance_of(text).get(key)
 
 

@@ -24,15 +24,18 @@ from typing import Any
 from engine.data import formulas, safe, space
 from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets, Training
-from engine.data.store import Store, plain
+from engine.data.store import Store, plain, provenance_of
 
 FORMAT = "tui-planner-recipe/1"
 TRAINING_ARGS, DEEPSPEED, LAUNCH, EXPLAIN, PLAN = (
     "training_args.json", "ds_config.json", "launch.sh", "EXPLAIN.txt", "plan.json")
 
 # A usable measurement: measured here, fits, timed, and not faster than the GPU can go.
-_USABLE = (f"source = 'measured' AND feasible AND failure_kind IS NULL AND step_s IS NOT NULL "
-           f"AND days IS NOT NULL AND (mfu IS NULL OR mfu <= {formulas.IMPOSSIBLE_MFU})")
+# A usable row has every timing a recipe needs, positive and finite (a shared results file may hold anything).
+_USABLE = (f"source = 'measured' AND feasible AND failure_kind IS NULL "
+           f"AND isfinite(step_s) AND step_s > 0 AND isfinite(pass_s) AND pass_s > 0 AND isfinite(update_s) "
+           f"AND update_s >= 0 AND isfinite(days) AND days > 0 AND micro_batch >= 1 AND grad_accum >= 1 "
+           f"AND (mfu IS NULL OR mfu <= {formulas.IMPOSSIBLE_MFU})")
 
 
 @dataclass
@@ -58,8 +61,11 @@ class Recipe:
 
 
 def label(row: dict[str, Any]) -> str:
-    return space.Methods(bool(row["free_lunch"]), bool(row["activation_checkpointing"]), row["sharding"] or "none",
-                         bool(row["offloading"])).label
+    try:
+        return space.Methods(bool(row["free_lunch"]), bool(row["activation_checkpointing"]), row["sharding"] or "none",
+                             bool(row["offloading"])).label
+    except ValueError as e:  # a setting this version does not know, from a results file made elsewhere
+        raise PlannerError(f"trial {str(row.get('trial_id'))[:40]}: {e}") from None
 
 
 # --- choosing the trial ------------------------------------------------------------------------------
@@ -83,7 +89,7 @@ def pick(store: Store, presets: Presets, model: str | None, gpu: str | None, num
             raise PlannerError(f"trial {trial_id} is a {row['source']} row: only measured trials can be exported "
                                "(they carry the micro-batch and the timings verify checks)")
         if not store.query(f"SELECT 1 FROM trials WHERE trial_id = ? AND {_USABLE}", [trial_id]):
-            why = row["failure_message"] or row["failure_kind"] or "it has no step time"
+            why = row["failure_message"] or row["failure_kind"] or "it lacks a usable step, pass or update time"
             raise PlannerError(f"trial {trial_id} ({label(row)}) cannot be exported: {why}")
         model, gpu, num_gpus, num_nodes = row["model"], row["gpu"], row["num_gpus"], row["num_nodes"]
     if not (model and gpu and num_gpus):
@@ -137,8 +143,7 @@ def schedule(t: Training, model_id: str) -> dict[str, Any]:
 
 
 def _prov(row: dict) -> dict:
-    p = row.get("provenance")
-    return json.loads(p) if isinstance(p, str) and p else (p or {})
+    return provenance_of(row.get("provenance"))
 
 
 def without_dense_masks(prov: dict) -> bool:
