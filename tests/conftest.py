@@ -12,6 +12,12 @@ TINY = str(FIXTURES / "tiny")
 sys.path.insert(0, str(ROOT))
 
 
+def pytest_xdist_auto_num_workers(config):
+    """One worker more than the cores: many tests spend seconds waiting (a trial's timeout, a process's
+    start), and the spare worker fills them."""
+    return (os.cpu_count() or 1) + 1
+
+
 @pytest.fixture(autouse=True)
 def _no_user_presets(tmp_path_factory, monkeypatch):
     """Tests never read the developer's own ~/.config/tui-planner."""
