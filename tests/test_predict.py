@@ -16,6 +16,7 @@ from engine.predict import calibration, memory
 from engine import predict
 from engine.data import store as store_mod
 from engine.data.paths import shipped_db
+from engine.data.generations import mfu_line
 from engine.data.presets import load_presets
 from engine.plan.ranking import RankRequest, rank
 from engine.data.space import Methods
@@ -379,9 +380,10 @@ def test_predictions_never_exceed_the_cap_on_any_gpu(presets):
             for pred in p.predict_cell("pythia-1b", gpu, n):
                 if pred.feasible:
                     seen += 1
-                    assert pred.mfu <= predict.MAX_COMPUTE_FRACTION + 1e-9
+                    line = mfu_line(presets.gpu(gpu))  # each generation's plausibility line
+                    assert pred.mfu <= line + 1e-9
                     floor = formulas.analytic_days(presets.model("pythia-1b").training_flops, n,
-                                                   presets.gpu(gpu).peak_16bit_flops, predict.MAX_COMPUTE_FRACTION)
+                                                   presets.gpu(gpu).peak_16bit_flops, line)
                     assert pred.days >= floor * (1 - 1e-9)
     assert seen > 50
 

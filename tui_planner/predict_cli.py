@@ -302,7 +302,38 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
             continue
         console.print(f"{e(x['title'])}: median |error| {x['median_abs']:.0%}, worst {x['worst_abs']:.0%} over "
                       f"{len(x['errors'])} rows ({e(x['note'])})", highlight=False)
+    _print_published(console, report["published"])
     return 0
+
+
+def _print_published(console, pub: dict) -> None:
+    """Other GPU generations, checked on published measurements (data/external)."""
+    e = fmt.esc
+    if not pub.get("rows"):
+        console.print(f"published measurements: none used ({e(pub.get('why', ''))})", highlight=False)
+        return
+    for title, key in (("Published rows, each group held out, per source", "by_source"),
+                       ("... per GPU generation", "by_generation"),
+                       ("Each generation predicted as if nobody had measured it (its fallback's factors)",
+                        "extrapolated")):
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), title_justify="left", title=title)
+        for col in ("group", "rows", "median |error|", "worst", "median"):
+            t.add_column(col, justify="left" if col == "group" else "right", no_wrap=True)
+        for s in pub[key]:
+            t.add_row(e(s["group"]), str(s["count"]), f"{s['median_abs']:.1%}", f"{s['worst_abs']:.1%}",
+                      fmt.change(s["median"]))
+        console.print(t)
+    r = pub["ratios"]
+    if r["count"]:
+        console.print(f"speed ratio of two GPUs on the same published run: {r['within_20']} of {r['count']} within "
+                      f"20%, median |error| {r['median_abs']:.1%}, worst {r['worst_abs']:.1%}", highlight=False)
+    factors = ", ".join(f"{e(g)} compute x {f['compute']:.2f} memory x {f['memory']:.2f} ({f['rows']} rows)"
+                        for g, f in pub["factors"].items())
+    console.print(f"generation factors against Hopper: {factors}", highlight=False)
+    console.print(f"attention against the matmuls x {pub['attention']:.2f}; communication exposed on one machine: "
+                  f"{pub['exposed']:.0%} of the modelled (the predictor adds it in full)", highlight=False)
+    left = "; ".join(f"{n} {e(why)}" for why, n in sorted(pub["left_out"].items(), key=lambda x: -x[1]))
+    console.print(f"[dim]{pub['rows']} published rows used; left out: {left}[/dim]", highlight=False)
 
 
 # --- writing ------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from engine.bench.events import (BatchTried, Log, SweepFinished, SweepStarted, T
 from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
 from engine.data.store import Run, Store, Trial, plain
+from engine.data.generations import mfu_line
 
 
 @dataclass
@@ -257,7 +258,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         t.feasible = True
         if peak:
             t.mfu = formulas.mfu(model.flops_per_step, t.step_s, spec.num_gpus * spec.num_nodes, peak)
-            t.plausibility = formulas.plausibility(t.mfu)
+            t.plausibility = formulas.plausibility(t.mfu, mfu_line(presets.gpu(spec.gpu)) if spec.gpu in presets.gpus else formulas.IMPLAUSIBLE_MFU)
             if t.mfu > formulas.IMPOSSIBLE_MFU:
                 # Faster than the hardware can compute: a measurement bug, never shown as fact.
                 t.feasible, t.failure_kind = False, "refused"

@@ -47,13 +47,14 @@ def analytic_days(training_flops: float, num_gpus: int, peak_flops_per_gpu: floa
     return training_flops / (num_gpus * peak_flops_per_gpu * mfu_assumed) / SECONDS_PER_DAY
 
 
-def plausibility(mfu_value: float | None) -> str | None:
-    """'ok', 'implausible' (> 60% of dense peak) or 'impossible' (> 100%): shown wherever the row is."""
+def plausibility(mfu_value: float | None, line: float = IMPLAUSIBLE_MFU) -> str | None:
+    """'ok', 'implausible' (above the GPU generation's line: engine/data/generations.py, 60% where there is
+    no evidence of more) or 'impossible' (> 100%): shown wherever the row is."""
     if mfu_value is None:
         return None
     if mfu_value > IMPOSSIBLE_MFU:
         return "impossible"
-    if mfu_value > IMPLAUSIBLE_MFU:
+    if mfu_value > line:
         return "implausible"
     return "ok"
 

@@ -29,6 +29,13 @@ def db_dir() -> Path:
     return _data_dir("db")
 
 
+def external_dir() -> Path:
+    """Published measurements from other sources (data/external/), which calibrate and check the predictor
+    on GPUs we cannot run."""
+    packaged = _ENGINE / "_data" / "external"
+    return packaged if packaged.is_dir() else _ENGINE.parent / "data" / "external"
+
+
 def shipped_db() -> Path:
     """The database the app opens when no --db is given: measured results and the paper's."""
     return db_dir() / "tui-planner.duckdb"

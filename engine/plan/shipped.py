@@ -24,9 +24,28 @@ def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
             for f in sorted(measured.glob("*.jsonl")):
                 import_jsonl(store, f)
         if predictions:
+            calibrate_generations(store, presets, data_dir / "external")
             add_predictions(store, presets)
         store.con.execute("CHECKPOINT")
         return store.summary()
+
+
+def calibrate_generations(store: Store, presets, folder: Path) -> None:
+    """Fit and validate the GPU generations' factors on the published rows in `folder` (data/external) against
+    this database's measurements, and write them beside those rows (fitted.json), where every predictor
+    reads them."""
+    import json
+
+    from engine.data.external import load
+    from engine.predict.generations import CALIBRATION_FILE, base_fit, calibrate
+    from engine.predict.predictor import Predictor
+
+    rows = store.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    base = base_fit(Predictor(rows, presets))
+    if base is None or not (folder / "sources.toml").exists():
+        return
+    cal = calibrate(presets, base, load(folder, gpu_ids=set(presets.gpus)))
+    (folder / CALIBRATION_FILE).write_text(json.dumps(cal.to_json(), indent=1, sort_keys=True) + "\n")
 
 
 def add_predictions(store: Store, presets) -> int:

@@ -12,13 +12,15 @@ from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Presets
 from engine.data.space import Methods
 from engine.predict import calibration, memory
+from engine.data.generations import BASE, GENERATIONS, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
+from engine.predict.generations import Calibration, combine
 from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
-                                  LINK_EFFICIENCY, MAX_COMPUTE_FRACTION, PredictError, arch_of, comm_bytes,
+                                  LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
                                   compute_peak_flops, flops_per_sample, group_of, host_bytes, host_bytes_per_s,
                                   host_kind, host_transfers, link_bytes_per_s, offload_kind, optimizer_bytes,
-                                  recompute, traffic_terms)
+                                  recompute, traffic_terms, attention_share)
 
 # --- predictions --------------------------------------------------------------------------------------
 
@@ -58,8 +60,9 @@ class Predictor:
     """Fits from a set of basis rows; predicts any (model, GPU, count, methods)."""
 
     def __init__(self, rows: Iterable[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
-                 bands: Mapping[str, Band] | None = None):
+                 bands: Mapping[str, Band] | None = None, generations: "Calibration | None" = None):
         self.presets = presets
+        self.generations = generations  # per-generation factors and bands (engine/predict/generations.py)
         rows = [dict(r) for r in rows]
         self.stored = rows
         basis = distinct(b for b in (basis_row(r, presets) for r in rows) if b is not None)
@@ -248,8 +251,17 @@ class Predictor:
         memory_s = sum(traffic.values()) / bw
         same = self._own_rows(f, model.id, group)
         residual = self._residual(f, same)
-        compute_part = residual * mb * f.x_c * compute_s
-        memory_part = residual * mb * f.x_m * memory_s
+        # Another generation than the one measured (Hopper) reaches another share of its peak and bandwidth:
+        # its factors, fitted to published measurements (engine/predict/generations.py).
+        gen = generation_of(gpu)
+        kc = ka = km = 1.0
+        factors_from, gen_band, gen_key = BASE, None, None
+        if self.generations is not None and gen is not None and gen.id != BASE:
+            kc, ka, km, factors_from = self.generations.fit.factors(gen.id)
+            gen_band, gen_key = self.generations.band_for(gen.id)
+        phi = attention_share(model)
+        compute_part = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
+        memory_part = residual * mb * f.x_m * km * memory_s
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
         kind = offload_kind(methods)
@@ -265,18 +277,25 @@ class Predictor:
         step_s = formulas.step_time_s(pass_s, accum, update_s)
         flops_step = model.flops_per_step
         mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
-        capped = mfu > MAX_COMPUTE_FRACTION
+        line = mfu_line(gpu)  # the generation's plausibility line (engine/data/generations.py)
+        capped = mfu > line
         if capped:  # never faster than the cap allows
-            step_s = flops_step / (num_gpus * gpu.peak_16bit_flops * MAX_COMPUTE_FRACTION)
-            mfu = MAX_COMPUTE_FRACTION
+            step_s = flops_step / (num_gpus * gpu.peak_16bit_flops * line)
+            mfu = line
         days = formulas.training_days(step_s, model.training.steps)
         p.feasible, p.micro_batch, p.grad_accum = True, mb, accum
         p.pass_s, p.update_s, p.step_s, p.days, p.mfu, p.capped = pass_s, update_s, step_s, days, mfu, capped
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
         band = self.band(arch)
+        if gen is not None and gen.id != BASE and self.generations is not None:
+            if gen_band is None:
+                gen_band = Band.from_errors([], f"{gen.name}: the published-row validation has not been run "
+                                                "(python scripts/build_db.py runs it)")
+            band = combine(band, gen_band, f"{band.what if band else 'no model band'}; and for {gen.name}: "
+                                           f"{gen_band.what}")
         if band:
             p.days_low = max(days * band.low_factor, formulas.training_days(
-                flops_step / (num_gpus * gpu.peak_16bit_flops * MAX_COMPUTE_FRACTION), model.training.steps))
+                flops_step / (num_gpus * gpu.peak_16bit_flops * line), model.training.steps))
             p.days_high = days * band.high_factor
         basis_rows = same or f.rows
         kind = ("measured" if all(b.source == "measured" for b in f.rows) else
@@ -284,7 +303,9 @@ class Predictor:
                 "measured and paper")
         p.basis = (f"{group} fit of {len(f.rows)} {kind} rows ({', '.join(b.label() for b in f.rows[:6])}"
                    f"{', ...' if len(f.rows) > 6 else ''})"
-                   + (f"; residual {residual:.2f} from {', '.join(b.label() for b in same)}" if same else ""))
+                   + (f"; residual {residual:.2f} from {', '.join(b.label() for b in same)}" if same else "")
+                   + (f"; {self._generation_basis(gen, factors_from, gen_key)}"
+                      if gen is not None and gen.id != BASE and self.generations is not None else ""))
         p.terms.update({
             "group": group, "x_c": f.x_c, "x_m": f.x_m, "fit_note": f.note, "residual": residual,
             "compute_s_per_sample": compute_s, "traffic_bytes_per_sample": traffic, "peak_flops": peak,
@@ -294,9 +315,22 @@ class Predictor:
             "host_transfers": host_transfers(model, methods), "host_latency_s": latency,
             "gpu_update_s": gpu_update, "cpu_update_s": cpu_update, "x_u": self.x_u, "capped": capped,
             "basis_trials": [b.trial_id for b in basis_rows], "band": band.what if band else None,
+            "generation": gen.id if gen else None, "generation_factors": {"compute": kc, "attention": ka,
+                                                                          "memory": km, "from": factors_from},
+            "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         return p
+
+    def _generation_basis(self, gen, factors_from: str, key: str | None) -> str:
+        rows = self.generations.fit.rows.get(factors_from, 0)
+        if factors_from == BASE and gen.id != BASE:
+            return (f"{gen.name}: no published measurement; predicted as Hopper (extrapolated, with the "
+                    "extrapolation band)")
+        if factors_from != gen.id:
+            return (f"{gen.name}: no published measurement; extrapolated from {GENERATIONS[factors_from].name} "
+                    f"({rows} published rows), with the extrapolation band")
+        return f"{gen.name}: factors from {rows} published rows (data/external)"
 
     def _explain(self, p: Prediction, model: Model, gpu: Gpu, f: Fit, first: memory.Need, mb: int, accum: int,
                  compute_s: float, memory_s: float, residual: float, same: Sequence[BasisRow],
@@ -332,8 +366,14 @@ class Predictor:
                      + (self.cpu_note[offload_kind(p.methods)] if p.methods.offloading else self.x_u_note) + ")")
         lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
                      f"x {model.training.steps:,} steps = {p.days:.1f} days")
+        g = t.get("generation_factors") or {}
+        if g and t.get("generation") != BASE and self.generations is not None:
+            lines.append(f"generation {t.get('generation')}: compute x {g['compute']:.2f}, attention x "
+                         f"{g['attention']:.2f}, memory x {g['memory']:.2f} against Hopper"
+                         + (f" (from {g['from']}: extrapolated)" if t.get("extrapolated") or g["from"] != t.get("generation")
+                            else " (published measurements)"))
         lines.append(f"MFU {p.mfu:.0%} of the {gpu.peak_16bit_tflops:.0f} TFLOP/s dense 16-bit peak"
-                     + (f", capped at {MAX_COMPUTE_FRACTION:.0%}" if p.capped else ""))
+                     + (f", capped at this generation's line, {t['mfu_line']:.0%}" if p.capped else ""))
         if band and p.days_low is not None:
             lines.append(f"band {p.days_low:.1f}-{p.days_high:.1f} days: {band.what}")
         return lines

@@ -146,6 +146,15 @@ def recompute(model: Model, methods: Methods) -> float:
     return model.recompute_factor if methods.activation_checkpointing else 1.0
 
 
+def attention_share(model: Model) -> float:
+    """The share of a sample's FLOPs in attention's s x s products (12 x layers x hidden x tokens^2, fwd + bwd;
+    PaLM, App. B): what runs at attention kernels' speed rather than the matmuls'. 0 without attention."""
+    s = shape(model)
+    if s.family != "transformer" or not s.heads or not s.tokens:
+        return 0.0
+    return min(0.9, 12 * s.layers * s.hidden * s.tokens ** 2 / flops_per_sample(model))
+
+
 def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
     """Memory-bound bytes moved per sample in one forward + backward (the roofline's memory term)."""
     s = shape(model)

@@ -12,6 +12,7 @@ from engine.data.errors import PlannerError
 from engine.data.presets import Presets
 from engine.predict import calibration, memory
 from engine.predict.fit import Band, BasisRow, basis_row
+from engine.predict.generations import base_fit, load_calibration
 from engine.predict.predictor import Predictor
 
 # --- validation ---------------------------------------------------------------------------------------
@@ -129,14 +130,21 @@ def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets) -> dict[str, 
         where = sorted({c.gpu for c in v.checks})
         what = f"{source} leave-one-out, {len(v.errors)} configurations in {v.cells} cells on {', '.join(where)}"
         if source == "measured" and len(where) == 1:
-            what += " (other GPUs: scaled by peak and bandwidth, not validated by measurement)"
+            what += " (other GPU generations add their own band, from published measurements)"
         out[arch] = Band.from_errors(v.errors, what)
     return out
 
 
-def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_paper: bool = True) -> Predictor:
-    """A predictor over these rows with its error bands."""
-    return Predictor(rows, presets, use_paper=use_paper, bands=bands_for(rows, presets))
+def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
+                    generations: bool = True) -> Predictor:
+    """A predictor over these rows with its error bands, and the factors and bands of the GPU generations
+    our measurements are not on (fitted to published measurements, engine/predict/generations.py)."""
+    p = Predictor(rows, presets, use_paper=use_paper, bands=bands_for(rows, presets))
+    if generations:
+        base = base_fit(p)
+        if base is not None:
+            p.generations = load_calibration(presets, base)
+    return p
 
 
 
@@ -198,7 +206,49 @@ def validation_report(rows: Sequence[Mapping[str, Any]], presets: Presets) -> di
                  note="leave-one-out over the paper's plausible rows; its band for predictions")
         cross.append(s)
     report["cross"] = cross
+    report["published"] = published_report(rows, presets, predictor)
     report["skip"] = calibration.replay_skips(rows, presets)
     report["skip_today"] = calibration.replay_skips(rows, presets, as_ran=False)
     return report
 
+
+
+def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predictor: Predictor) -> dict[str, Any]:
+    """The GPU generations' validation on published measurements (data/external): each group of rows predicted
+    from a fit without it, per source and per generation; each generation predicted as if nobody had
+    measured it; the published ratio of two GPUs' speeds against the predicted one."""
+    from engine.data.external import load
+    from engine.predict import generations as gen
+
+    base = gen.base_fit(predictor)
+    if base is None:
+        return {"rows": 0, "why": "no measured transformer to predict published rows from"}
+    data = load(gpu_ids=set(presets.gpus))
+    terms = gen.all_terms(data, presets, base)
+    if not terms:
+        return {"rows": 0, "why": "no usable published row"}
+    full = gen.fit(terms, cycles=20)
+    held = gen.leave_group_out(terms, full)
+    far = gen.leave_generation_out(terms, full)
+    ratios = gen.ratio_checks(held)
+    left: dict[str, int] = {}
+    for _, why in data.left_out:
+        left[why] = left.get(why, 0) + 1
+    return {
+        "rows": len(terms), "sources": {s.id: {"use": s.use, "note": s.note, "why_not": s.why_not}
+                                        for s in data.sources.values()},
+        "left_out": left,
+        "by_source": gen.summary(held, lambda c: c.row.source),
+        "by_generation": gen.summary(held, lambda c: c.generation),
+        "extrapolated": gen.summary(far, lambda c: f"{c.generation} (as {c.factors_from})"),
+        "ratios": {"count": len(ratios),
+                   "median_abs": statistics.median(abs(r["error"]) for r in ratios) if ratios else None,
+                   "worst_abs": max(abs(r["error"]) for r in ratios) if ratios else None,
+                   "within_20": sum(1 for r in ratios if abs(r["error"]) <= 0.2), "checks": ratios},
+        "factors": {g: {"compute": full.kc[g], "attention": full.ka[g], "memory": full.km[g], "rows": full.rows[g]}
+                    for g in sorted(full.kc)},
+        "attention": full.attention, "exposed": full.exposed, "source_factors": full.source,
+        "base_fit": {"x_c": base.x_c, "x_m": base.x_m},
+        "checks": [{"row": c.row.label, "generation": c.generation, "predicted_s": c.predicted_s,
+                    "published_s": c.published_s, "error": c.error} for c in held],
+    }

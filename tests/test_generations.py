@@ -1,0 +1,164 @@
+"""GPU generations: published measurements as data, the per-generation fit, its validation and its bands.
+
+The fit is checked on a fixture whose truth is known (rows made from chosen factors); the shipped data is
+checked for what it must hold (every file loads with its source, every used row is predicted), never for
+how good the numbers come out: that is the closing note's and `predict --validate`'s business.
+"""
+
+import csv
+import dataclasses
+import json
+import math
+import re
+
+import pytest
+
+from conftest import ROOT
+from engine.data import generations
+from engine.data.external import ExternalRow, load
+from engine.data.presets import load_presets
+from engine.data.store import Store
+from engine.data.paths import shipped_db
+from engine.predict import generations as gen
+from engine.predict.fit import Fit
+from engine.predict.validate import build_predictor
+
+EXTERNAL = ROOT / "data" / "external"
+
+
+@pytest.fixture(scope="module")
+def presets():
+    return load_presets(include_user=False)
+
+
+def test_every_external_file_loads_with_its_source(presets):
+    data = load(gpu_ids=set(presets.gpus))
+    folders = sorted(p.name for p in EXTERNAL.iterdir() if p.is_dir())
+    assert sorted(data.sources) == folders  # every folder is a source that says whether it is used
+    for sid, source in data.sources.items():
+        readme = (EXTERNAL / sid / "README.md").read_text()
+        assert re.search(r"\b[0-9a-f]{7,40}\b", readme) or "http" in readme, f"{sid}: its README names no commit or address"
+        rows = list(csv.DictReader(open(EXTERNAL / sid / "rows.csv")))
+        assert rows and all(r["source_id"] for r in rows), sid
+        assert source.use or source.why_not, f"{sid}: a source left out says why"
+    used = {r.source for r in data.rows}
+    assert used == {s for s, src in data.sources.items() if src.use}
+    assert all(r.tokens_per_s > 0 and r.num_gpus <= 8 for r in data.rows)
+    # Every row left out carries its reason.
+    assert data.left_out and all(why for _, why in data.left_out)
+
+
+def test_generations_come_from_the_chip_not_the_name(presets):
+    assert generations.generation_of(presets.gpu("h100")).id == "hopper"
+    assert generations.generation_of(presets.gpu("a100")).id == "ampere-dc"
+    assert generations.generation_of(presets.gpu("rtx3090")).id == "ampere-ada-ws"
+    assert generations.generation_of(presets.gpu("rtx4090")).id == "ampere-ada-ws"
+    assert generations.generation_of(presets.gpu("v100")).id == "volta"
+    assert generations.mfu_line(presets.gpu("a100")) > generations.mfu_line(presets.gpu("h100"))
+
+
+# --- the fit on a fixture whose truth is known ------------------------------------------------------------
+
+
+def _row(source, gpu, hidden, seq, mb=8, n=1, tokens=1.0, line=2):
+    return ExternalRow(source=source, line=line, model=f"m{hidden}", task="causal-lm", params=None, layers=12,
+                       hidden=hidden, heads=hidden // 64, ffn=4 * hidden, vocab=32000, seq_len=seq, gpu_name=gpu,
+                       gpu=gpu, num_gpus=n, micro_batch=mb, grad_accum=1, global_batch=None, sharding="none",
+                       checkpointing=False, fused_attention=True, tokens_per_s=tokens, mfu_published=None,
+                       software="")
+
+
+def _fixture(presets, truth_kc, truth_km, src_factor):
+    """Two sources, each with rows on Hopper and on another generation, made from known factors."""
+    base = Fit("published", "compiled", 1.8, 1.2, ())
+    terms = []
+    for source, s in src_factor.items():
+        for gpu in ("h100", "a100", "v100"):
+            for hidden in (512, 1024, 2048, 4096):
+                for seq in (512, 2048):
+                    r = _row(source, gpu, hidden, seq)
+                    t = gen.row_terms(r, presets.gpu(gpu), base)
+                    g = t.generation
+                    kc, km = (1.0, 1.0) if g == "hopper" else (truth_kc[g], truth_km[g])
+                    seconds = s * (kc * t.a + kc * t.a_attention + km * t.b)
+                    r = dataclasses.replace(r, tokens_per_s=seq / seconds)
+                    terms.append(gen.row_terms(r, presets.gpu(gpu), base))
+    return terms
+
+
+def test_the_fit_recovers_known_factors_and_predicts_held_out_groups(presets):
+    truth_kc, truth_km = {"ampere-dc": 0.7, "volta": 1.3}, {"ampere-dc": 0.9, "volta": 1.1}
+    terms = _fixture(presets, truth_kc, truth_km, {"one": 1.0, "two": 1.6})
+    fitted = gen.fit(terms, cycles=30)
+    for g in truth_kc:
+        assert fitted.kc[g] == pytest.approx(truth_kc[g], rel=0.08), g
+        assert fitted.km[g] == pytest.approx(truth_km[g], rel=0.25), g
+    assert fitted.source["two"] / fitted.source["one"] == pytest.approx(1.6, rel=0.05)
+    held = gen.leave_group_out(terms, fitted)
+    assert len(held) == len(terms)
+    assert max(abs(c.error) for c in held) < 0.1  # exact data: held out, still predicted closely
+
+
+def test_an_unmeasured_generations_band_is_wider_than_a_measured_ones(presets):
+    terms = _fixture(presets, {"ampere-dc": 0.7, "volta": 1.3}, {"ampere-dc": 0.9, "volta": 1.1},
+                     {"one": 1.0, "two": 1.6})
+    fitted = gen.fit(terms, cycles=30)
+    bands = gen.generation_bands(gen.leave_group_out(terms, fitted), gen.leave_generation_out(terms, fitted))
+    far = bands["extrapolated"]
+    for g in ("ampere-dc", "volta"):
+        assert far.high_factor / far.low_factor > bands[g].high_factor / bands[g].low_factor, g
+    cal = gen.Calibration(fitted, bands, "x")
+    assert cal.band_for("blackwell-ws") == (far, "extrapolated")
+    assert cal.fit.factors("blackwell-ws")[3] == "ampere-dc"  # its fallback: the consumer Ampere/Ada line, then A100
+    assert gen.Calibration.from_json(json.loads(json.dumps(cal.to_json()))).fit.kc == fitted.kc
+
+
+# --- the predictor on the shipped data ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def predictor(presets):
+    with Store.open(shipped_db(), read_only=True) as s:
+        rows = s.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    return build_predictor(rows, presets)
+
+
+def test_the_shipped_calibration_is_current(predictor, presets):
+    """data/external/fitted.json was fitted on today's rows and presets (scripts/build_db.py writes it):
+    otherwise predictions would carry an unvalidated band."""
+    cal = predictor.generations
+    assert cal is not None and cal.bands, "run: python scripts/build_db.py"
+    assert set(cal.bands) >= {"ampere-dc", "extrapolated"}
+
+
+def test_other_generations_are_predicted_with_their_factors_band_and_line(predictor, presets):
+    hopper = predictor.predict("pythia-1b", "h100", 1, predictor_methods())
+    a100 = predictor.predict("pythia-1b", "a100", 1, predictor_methods())
+    assert hopper.terms["generation"] == "hopper" and hopper.terms["generation_factors"]["compute"] == 1.0
+    assert a100.terms["generation"] == "ampere-dc" and a100.terms["generation_factors"]["from"] == "ampere-dc"
+    assert "published rows" in a100.basis and "Ampere data centre" in a100.terms["band"]
+    assert a100.mfu <= generations.mfu_line(presets.gpu("a100")) + 1e-9
+    # A generation nobody published on is extrapolated, and says so.
+    five = predictor.predict("pythia-1b", "rtx5090", 8, predictor_methods())
+    if five.feasible:
+        assert five.terms["extrapolated"] and "extrapolated" in five.basis
+
+
+def predictor_methods():
+    from engine.data import space
+
+    return space.FREE_LUNCH
+
+
+def test_validation_reports_each_source_and_generation(predictor, presets):
+    from engine.predict.validate import published_report
+
+    with Store.open(shipped_db(), read_only=True) as s:
+        rows = s.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    report = published_report(rows, presets, predictor)
+    used = {s for s, v in report["sources"].items() if v["use"]}
+    assert {x["group"] for x in report["by_source"]} == used
+    assert "hopper" in {x["group"] for x in report["by_generation"]}
+    assert sum(x["count"] for x in report["by_source"]) == report["rows"] == len(report["checks"])
+    assert all(math.isfinite(c["error"]) for c in report["checks"])
+    assert report["ratios"]["count"] > 10
