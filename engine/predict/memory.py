@@ -54,6 +54,20 @@ class Shape:
     attention_dropout: bool = False
     stages: tuple[tuple[int, int, int], ...] = ()  # ConvNeXt: (resolution, channels, depth) per stage
     embedding_params: float = 0.0  # input-embedding lookups: parameters without matmul FLOPs
+    kv_heads: int = 0  # grouped-query attention: key/value heads (0: as many as query heads)
+    head_dim: int = 0  # 0: hidden / heads
+    gated: bool = False  # SwiGLU / GeGLU MLP: three matrices and two wide tensors
+
+    def layer_bytes_per_token(self) -> float:
+        """16-bit activation bytes one transformer layer keeps per token (Korthikanti et al. 2022, Sec. 4.1,
+        term by term, for any attention and MLP shape): QKV input 2h, Q 2Hd, K and V 4Kd, attention output
+        2Hd, its dropout mask h, two norm inputs 4h, MLP input 2h, MLP tensors 4f (6f gated: gate, up and
+        their product), its dropout mask h. Multi-head attention with f = 4h gives their 34h."""
+        h = self.hidden
+        d = self.head_dim or (h // self.heads if self.heads else 0)
+        q = self.heads * d
+        kv = (self.kv_heads or self.heads) * d
+        return 2 * h + 2 * q + 4 * kv + 2 * q + h + 4 * h + 2 * h + (6 if self.gated else 4) * self.inner + h
 
 
 class ConfigValueError(MemoryModelError):
@@ -121,38 +135,9 @@ def shape(model: Model) -> Shape:
 
 def _shape(model: Model) -> Shape:
     cls = model.config_class
-    if cls in ("GPTNeoXConfig", "RobertaConfig", "ViTConfig"):
-        h, layers = _int(model, "hidden_size"), _int(model, "num_hidden_layers")
-        heads, inner = _int(model, "num_attention_heads"), _int(model, "intermediate_size")
-        # One layer: Q, K, V, O projections with biases (4h^2 + 4h), the MLP (2hi + i + h) and two
-        # LayerNorms (4h): 4h^2 + 2hi + 9h + i.
-        per_layer = 4 * h * h + 2 * h * inner + 9 * h + inner
-        if cls == "GPTNeoXConfig":
-            vocab = _int(model, "vocab_size")
-            tied = bool(model.config.get("tie_word_embeddings", False))
-            params = (1 if tied else 2) * vocab * h + layers * per_layer + 2 * h
-            return Shape("transformer", params, layers, h, heads, model.seq_len, model.seq_len, vocab, inner,
-                         embedding_params=vocab * h)
-        if cls == "RobertaConfig":
-            vocab = _int(model, "vocab_size")
-            positions = _int(model, "max_position_embeddings", 514)
-            types = _int(model, "type_vocab_size", 1)
-            embeddings = (vocab + positions + types) * h + 2 * h
-            lm_head = h * h + h + 2 * h + vocab  # dense + LayerNorm + decoder bias (decoder tied)
-            params = embeddings + layers * per_layer + lm_head
-            dropout = _fraction(model, "attention_probs_dropout_prob", 0.1) > 0
-            return Shape("transformer", params, layers, h, heads, model.seq_len, model.seq_len, vocab, inner,
-                         attention_dropout=dropout, embedding_params=embeddings)
-        patch = _int(model, "patch_size")
-        image = _int(model, "image_size", model.image_size)
-        channels = _int(model, "num_channels", 3)
-        patches = (image // patch) ** 2
-        classes = model.num_classes or _int(model, "num_labels")
-        params = (channels * patch * patch * h + h) + h + (patches + 1) * h + layers * per_layer + 2 * h \
-            + h * classes + classes
-        dropout = _fraction(model, "attention_probs_dropout_prob", 0.0) > 0
-        return Shape("transformer", params, layers, h, heads, patches + 1, 1, classes, inner,
-                     attention_dropout=dropout)
+    described = _described(model)
+    if described is not None:
+        return described
     if cls == "MambaConfig":
         h, layers = _int(model, "hidden_size"), _int(model, "num_hidden_layers")
         vocab, n = _int(model, "vocab_size"), _int(model, "state_size", 16)
@@ -187,9 +172,36 @@ def _shape(model: Model) -> Shape:
             stages.append((res, c, d))
         params += 2 * widths[-1] + widths[-1] * classes + classes
         return Shape("convnext", params, sum(depths), widths[-1], 0, 0, 1, classes, stages=tuple(stages))
+    from engine.data.architecture import FAMILIES
+
     raise MemoryModelError(
-        f"{model.id}: the memory model does not know {cls} (it knows GPT-NeoX, RoBERTa, ViT, Mamba and "
-        "ConvNeXt); add its formulas to engine/predict/memory.py")
+        f"{model.id}: the memory model does not know {cls} (it knows {', '.join(FAMILIES)}); "
+        "`tui-planner bench` can still measure it")
+
+
+def _described(model: Model) -> Shape | None:
+    """A transformer described from its config (engine/data/architecture.py): every family it knows."""
+    from engine.data.architecture import ArchitectureError, describe, model_type_of
+
+    mt = model_type_of(model.config_class, model.config)
+    if mt is None:
+        return None
+    try:
+        a = describe({**model.config, "model_type": mt}, f"{model.id}'s config")
+    except ArchitectureError as e:
+        raise ConfigValueError(str(e)) from None
+    if a.kind == "vit":
+        classes = model.num_classes or a.vocab
+        patches = (a.image_size // a.patch_size) ** 2
+        params = a.params + (classes - a.vocab) * (a.hidden + 1)  # the preset's classes, not the config's
+        dropout = _fraction(model, "attention_probs_dropout_prob", 0.0) > 0
+        return Shape("transformer", params, a.layers, a.hidden, a.heads, patches + 1, 1, classes, a.ffn,
+                     attention_dropout=dropout, kv_heads=a.kv_heads, head_dim=a.head_dim)
+    seq = model.seq_len or a.max_positions or 2048
+    dropout = a.kind == "encoder" and _fraction(model, "attention_probs_dropout_prob", 0.1) > 0
+    return Shape("transformer", a.params, a.layers, a.hidden, a.heads, seq, seq, a.vocab, a.ffn,
+                 attention_dropout=dropout, embedding_params=a.embedding_params, kv_heads=a.kv_heads,
+                 head_dim=a.head_dim, gated=a.gated)
 
 
 def mixed_precision(model: Model) -> bool:
@@ -262,7 +274,6 @@ def static_terms(model: Model, methods: Methods, num_gpus: int) -> dict[str, flo
 # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1:
 # a transformer layer keeps s.h.(34 + 5.a.s/h) bytes per sample with 16-bit activations; the 5.a.s^2
 # part is the attention score matrix, which fused attention (SDPA / flash) never stores.
-TRANSFORMER_LAYER_BYTES = 34
 # HF eager attention keeps the fp32 softmax output (4 bytes per score) and its 16-bit copy (2) for the
 # backward; in fp32 training one 4-byte tensor. Attention dropout adds its mask (1) and output.
 EAGER_SCORE_BYTES_16BIT = 6
@@ -283,7 +294,7 @@ def activation_terms(model: Model, methods: Methods) -> dict[str, float]:
     ckpt = methods.activation_checkpointing
     terms: dict[str, float] = {}
     if s.family == "transformer":
-        layer = TRANSFORMER_LAYER_BYTES * s.tokens * s.hidden * w
+        layer = s.layer_bytes_per_token() * s.tokens * w
         scores = 0.0
         if not fused_attention(model, methods) and s.heads:
             per_score = EAGER_SCORE_BYTES_16BIT if mixed else EAGER_SCORE_BYTES_FP32
@@ -294,7 +305,8 @@ def activation_terms(model: Model, methods: Methods) -> dict[str, float]:
             terms["layer inputs (checkpoints)"] = s.layers * s.tokens * s.hidden * 2 * w
             terms["one layer, recomputed"] = layer + scores
         else:
-            terms[f"layers: {TRANSFORMER_LAYER_BYTES}.s.h x {s.layers}"] = s.layers * layer
+            per = s.layer_bytes_per_token() / s.hidden
+            terms[f"layers: {per:.3g}.s.h x {s.layers}"] = s.layers * layer
             if scores:
                 terms["eager attention scores"] = s.layers * scores
     elif s.family == "mamba":

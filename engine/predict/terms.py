@@ -161,7 +161,12 @@ def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
     w = 1.0 if memory.mixed_precision(model) else 2.0
     k = recompute(model, methods)  # the recompute moves its bytes again
     terms: dict[str, float] = {}
-    if s.family in ("transformer", "mamba"):
+    if s.family == "transformer" and s.inner:
+        # Norms and residual adds on h, the activation on the MLP's width f (a gated MLP also multiplies two
+        # f-wide tensors): 30h + 10f, which is LAYER_ELEMENTWISE_TRAFFIC x h for the classic f = 4h.
+        per_token = 30 * s.hidden + 10 * s.inner + (6 * s.inner if s.gated else 0)
+        terms["elementwise layers"] = k * per_token * s.layers * s.tokens * w
+    elif s.family in ("transformer", "mamba"):
         terms["elementwise layers"] = k * LAYER_ELEMENTWISE_TRAFFIC * s.layers * s.tokens * s.hidden * w
     if s.family == "transformer" and s.heads and not memory.fused_attention(model, methods):
         terms["eager attention scores"] = k * EAGER_SCORE_TRAFFIC * s.layers * s.heads * s.tokens ** 2 * w
