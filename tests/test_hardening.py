@@ -320,7 +320,7 @@ def _tiny_with(tmp_path, extra: str) -> Path:
 
 
 @pytest.mark.parametrize("config, message", [
-    ("num_hidden_layers = 1000000", r"config num_hidden_layers = '1000000' is not a whole number from 1 to 10,000"),
+    ("num_hidden_layers = 1000000", r"tiny-neox's config: num_hidden_layers = '1000000' is not a whole number from 1 to 10,000"),
     ("num_hidden_layers = 2000\nhidden_size = 100000\nintermediate_size = 400000",
      r"tiny-neox: [\d,]+ parameters need [\d,.]+ GB in fp32 to build, and this machine has"),
 ])
