@@ -69,6 +69,7 @@ class Predictor:
         self.basis = [b for b in basis if b.source == "measured" or use_paper]
         self.calibrations = calibration.calibrate(rows, presets)
         self.bands = dict(bands or {})
+        self._family_of_arch = {b.arch: b.family for b in self.basis}
         self._fits: dict[tuple[str, str, str], Fit | None] = {}
         updates = [b.update_s / b.update_bytes for b in self.basis
                    if b.update_s and b.update_bytes > 0 and b.source == "measured"]
@@ -192,8 +193,16 @@ class Predictor:
             self._fits[key] = f
         return self._fits[key]
 
-    def band(self, arch: str) -> Band | None:
-        return self.bands.get(arch)
+    def band(self, arch: str, family: str = "") -> Band | None:
+        """The architecture's band; for one nobody measured, the spread of every measured architecture of its
+        family held out (each predicted from the others where it has a single cell)."""
+        if arch in self.bands or not family:
+            return self.bands.get(arch)
+        errors = [e for a, b in self.bands.items() if self._family_of_arch.get(a) == family for e in b.errors]
+        if not errors:
+            return None
+        return Band.from_errors(errors, f"no measurement of {arch}: the held-out errors of every measured {family} "
+                                        f"architecture ({len(errors)} configurations)")
 
     # -- one prediction --
 
@@ -286,7 +295,7 @@ class Predictor:
         p.feasible, p.micro_batch, p.grad_accum = True, mb, accum
         p.pass_s, p.update_s, p.step_s, p.days, p.mfu, p.capped = pass_s, update_s, step_s, days, mfu, capped
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
-        band = self.band(arch)
+        band = self.band(arch, s.family)
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen_band is None:
                 gen_band = Band.from_errors([], f"{gen.name}: the published-row validation has not been run "
