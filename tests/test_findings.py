@@ -149,4 +149,5 @@ def test_the_nearest_gpu_of_the_same_architecture_comes_first():
 
     presets = load_presets()
     assert _same_architecture(presets, "a40")[0] == "a6000"  # the 48 GB twin, not the 24 GB RTX 3090
-    assert _same_architecture(presets, "h200") == ["h100"]
+    assert _same_architecture(presets, "h200")[0] == "h100"  # the SXM module's twin, then the NVL and PCIe cards
+    assert set(_same_architecture(presets, "h200")[1:]) == {"h200nvl", "h100nvl", "h100pcie"}

@@ -25,7 +25,37 @@ def test_shipped_presets_have_the_papers_models_and_the_gpus():
         assert g.price is not None and g.price.source and isinstance(g.price.date, dt.date), g.id
         # TF32 needs Ampere or newer.
         assert g.tf32 == (g.architecture not in ("volta", "turing")), g.id
+        # How it is sold: an SXM module has no slots; a card says its width and cooling.
+        assert g.form_factor in ("sxm", "pcie", "nvl", "consumer"), g.id
+        assert (g.slots is None) == (g.form_factor == "sxm") and g.cooling, g.id
     assert not p.gpus["v100"].bf16 and p.gpus["h100"].bf16
+    for s in p.systems.values():
+        assert s.price.source and isinstance(s.price.date, dt.date) and s.gpu_counts, s.id
+    assert p.electricity is not None and p.electricity.usd_per_kwh > 0 and p.electricity.source
+
+
+def test_the_variants_people_buy_have_their_own_datasheet_numbers():
+    """A PCIe H100 is not an SXM H100; the ids measured data uses keep meaning the SXM modules."""
+    p = load_presets()
+    sxm, pcie, nvl = p.gpu("h100"), p.gpu("h100pcie"), p.gpu("h100nvl")
+    assert (sxm.form_factor, pcie.form_factor, nvl.form_factor) == ("sxm", "pcie", "nvl")
+    assert pcie.peak_16bit_tflops < nvl.peak_16bit_tflops < sxm.peak_16bit_tflops
+    assert pcie.tdp_w < sxm.tdp_w and pcie.memory_bandwidth_gbs < sxm.memory_bandwidth_gbs
+    assert p.gpu("h200").form_factor == "sxm" and p.gpu("h200nvl").tdp_w == 600
+    assert p.gpu("a100").form_factor == "sxm" and p.gpu("a100pcie").tdp_w < p.gpu("a100").tdp_w
+    # GeForce cards at their FP32-accumulate rate, half the FP16-accumulate headline.
+    assert [p.gpu(g).peak_16bit_tflops for g in ("rtx3090", "rtx4090", "rtx5090")] == [71.2, 165.2, 209.5]
+    assert {g.form_factor for g in p.gpus.values() if g.id.startswith(("rtx3", "rtx4", "rtx5"))} == {"consumer"}
+    assert p.gpu("rtx6000ada").cooling == "blower" and p.gpu("rtxpro6000q").cooling == "blower"
+    assert p.gpu("l40s").cooling == "passive"
+
+
+def test_a_price_is_stale_after_twelve_months():
+    h100 = load_presets().gpu("h100")
+    on = h100.price.date
+    assert not h100.price.stale(on + dt.timedelta(days=365))
+    assert h100.price.stale(on + dt.timedelta(days=366))
+    assert h100.paper_price.stale(dt.date(2026, 11, 24))  # the paper's prices of 2024-09-21
 
 
 def test_replication_recipes_match_the_papers_table3():
@@ -47,8 +77,10 @@ def test_replication_recipes_match_the_papers_table3():
 
 def test_paper_prices_and_machine_costs():
     p = load_presets()
-    assert {g: p.gpus[g].price.usd for g in ("rtx3090", "a6000", "a100", "h100")} == {
+    assert {g: p.gpus[g].paper_price.usd for g in ("rtx3090", "a6000", "a100", "h100")} == {
         "rtx3090": 1300, "a6000": 4800, "a100": 19000, "h100": 30000}
+    assert {p.gpus[g].paper_price.date for g in ("rtx3090", "a6000", "a100", "h100")} == {dt.date(2024, 9, 21)}
+    assert {m.date for m in p.machines.values()} == {dt.date(2024, 9, 21)}
     assert p.machine_for(3).num_gpus == 4 and p.machine_for(8).cost_usd == pytest.approx(10673.00)
     assert p.machine_for(16) is None
 
@@ -79,7 +111,7 @@ def test_user_config_directory_is_read(tmp_path, monkeypatch):
     d.mkdir(parents=True)
     (d / "price.toml").write_text((FIXTURES / "presets_good" / "cheaper_h100.toml").read_text())
     assert load_presets().gpu("h100").price.usd == 22000
-    assert load_presets(include_user=False).gpu("h100").price.usd == 30000
+    assert load_presets(include_user=False).gpu("h100").price.usd == 27500
 
 
 BAD = {
@@ -94,9 +126,19 @@ BAD = {
     "tf32_on_volta.toml": ("gpus.v100.peak_tf32_tflops", "older than Ampere"),
     "bad_betas.toml": ("models.pythia-1b.training.betas", "two numbers"),
     "hf_config_missing.toml": ("models.tiny.hf_config", "config.json"),
-    "cloud_unknown_gpu.toml": ("cloud.10.gpu", "one of"),
+    # the bad row comes after the shipped ones
+    "cloud_unknown_gpu.toml": (f"cloud.{len(load_presets(include_user=False).cloud)}.gpu", "one of"),
     "machine_count_mismatch.toml": ("machines.4.num_gpus", "same count"),
     "recompute_too_big.toml": ("models.pythia-1b.checkpoint_recompute", "between 0 and 0.5"),
+    "card_without_slots.toml": ("gpus.mi300x.slots", "a pcie card must say"),
+    "bad_cooling.toml": ("gpus.mi300x.cooling", "'passive', 'blower', 'open-air', 'water'"),
+    "system_unknown_gpu.toml": ("systems.hgx9.gpu_models", "no gpus.h900"),
+    "sxm_without_baseboard.toml": ("systems.sxmbox.gpu_models", "fits only the baseboard made for it"),
+    "system_id_is_a_gpu.toml": ("systems.h100", "not also a GPU id"),
+    "system_short_too_long.toml": ("systems.tower.short", "at most 3 characters"),
+    "pue_below_one.toml": ("systems.cold.pue", "a number >= 1"),
+    "system_counts.toml": ("systems.empty.gpu_counts", "GPU counts from 1 to 64"),
+    "electricity_bad_date.toml": ("electricity.date", "a date like"),
 }
 
 

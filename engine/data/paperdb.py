@@ -97,7 +97,9 @@ def add_paper(store: Store, data_dir: Path, presets: Presets) -> str:
     store.add_run(run)
     store.add_trials(paper_trials(data_dir, presets, run.run_id))
     store.record_presets(run.run_id, presets)
-    with_prices = [(g.id, g.price.usd, g.price.date, g.price.source) for g in presets.gpus.values() if g.price]
+    # The paper's own prices (2024-09-21) where it priced the GPU, else the preset's dated one.
+    priced = [(g.id, g.paper_price or g.price) for g in presets.gpus.values() if g.paper_price or g.price]
+    with_prices = [(gid, p.usd, p.date, p.source) for gid, p in priced]
     store.insert("gpu_prices", ("gpu", "usd", "date", "source"), with_prices)
     store.insert("machine_costs", ("num_gpus", "kind", "cost_usd", "source"),
                   [(m.num_gpus, m.kind, m.cost_usd, m.source) for m in presets.machines.values()])

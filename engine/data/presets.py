@@ -1,9 +1,14 @@
 """Presets are data: TOML files validated into frozen dataclasses at load.
 
-What a model, a GPU, a machine or a cloud price is lives in presets/*.toml, never in Python. Files load
-in order (shipped presets, then the user's config directory, then each --presets path); a later file
-may override single keys of an entry (`[gpus.h100.price] usd = 25000`) or add whole new entries. Every
-error names the file that holds the key, the key and what was expected (engine.data.errors.PresetError).
+What a model, a GPU, a system to put GPUs in, a machine of the paper's, a cloud price or the electricity
+price is lives in presets/*.toml, never in Python. Files load in order (shipped presets, then the user's
+config directory, then each --presets path); a later file may override single keys of an entry
+(`[gpus.h100.price] usd = 25000`) or add whole new entries. Every error names the file that holds the
+key, the key and what was expected (engine.data.errors.PresetError).
+
+Every price is dated; one older than STALE_AFTER_DAYS is stale (Price.stale). Which systems can hold a
+GPU type at a count (its form factor, cooling, width and power against the system's) is read from the
+presets too: Presets.systems_for and Presets.why_no_system.
 """
 
 from __future__ import annotations
@@ -32,7 +37,21 @@ OBJECTIVES = ("causal-lm", "masked-lm", "image-classification")
 OPTIMIZERS = ("adam", "adamw")
 ATTENTION = ("sdpa", "eager", "none")
 CHECKPOINTING = ("hf", "stages", "none")
-TOP_LEVEL = ("models", "gpus", "machines", "cloud")
+TOP_LEVEL = ("models", "gpus", "machines", "systems", "cloud", "electricity")
+# How a GPU is sold: an SXM module on its HGX baseboard, a PCIe card, a PCIe card sold for NVLink-bridged
+# use (NVL), a GeForce card.
+FORM_FACTORS = ("sxm", "pcie", "nvl", "consumer")
+# How a card gets rid of its heat: passive (needs a server's front-to-back airflow), blower (exhausts out of
+# the case, so cards can sit side by side), open-air (axial or flow-through fans, heat into the case), water.
+COOLING = ("passive", "blower", "open-air", "water")
+SYSTEM_KINDS = ("workstation", "pcie-server", "hgx")
+STALE_AFTER_DAYS = 365  # a price older than 12 months is marked stale wherever it is shown
+SHORT_MAX = 3  # a system's short label, the ranking's column at 80x24
+
+
+def is_stale(date: dt.date, today: dt.date) -> bool:
+    """Older than 12 months on `today`."""
+    return (today - date).days > STALE_AFTER_DAYS
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,9 @@ class Price:
     usd: float
     date: dt.date
     source: str
+
+    def stale(self, today: dt.date) -> bool:
+        return is_stale(self.date, today)
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,14 @@ class Gpu:
     spec_source: str
     price: Price | None
     note: str = ""
+    # How it is sold and what it needs from a system (systems.toml); None: not said, so no system takes it.
+    form_factor: str | None = None
+    slots: int | None = None  # width in PCIe slots; None for an SXM module
+    cooling: str | None = None
+    p2p: bool | None = None  # GPU-to-GPU peer access with NVIDIA's stock driver
+    nvlink_bridge_max_gpus: int = 0  # the largest NVLink-bridged group of cards (0: no bridge)
+    pcie_gen: int | None = None
+    paper_price: Price | None = None  # the paper's own price (Sec. 2, Table 5), for its view (`--source paper`)
 
     @property
     def tf32(self) -> bool:
@@ -126,13 +156,82 @@ class Model:
 
 @dataclass(frozen=True)
 class Machine:
-    """The base system (everything but the GPUs) for a GPU count: paper Tables 6 and 7."""
+    """The paper's base system (everything but the GPUs) for a GPU count: Tables 6 and 7. Only the paper's
+    own view (`rank --source paper`) prices with these; a purchase today goes in a System."""
 
     num_gpus: int
     kind: str
     cost_usd: float
     source: str
     parts: str = ""
+    date: dt.date | None = None
+
+
+@dataclass(frozen=True)
+class System:
+    """A system sold to hold GPUs: a workstation, a PCIe server or an HGX server. Its price is the system
+    without its GPUs (an HGX server's quoted whole price less its GPUs at their preset price, so a price
+    override of the GPU moves the server's price); which GPUs it takes, how many, how wide, how hot."""
+
+    id: str
+    name: str
+    short: str  # at most SHORT_MAX characters: the ranking's column
+    kind: str  # one of SYSTEM_KINDS
+    gpu_counts: tuple[int, ...]
+    gpu_form_factors: tuple[str, ...]
+    gpu_cooling: tuple[str, ...]  # cooling of the cards it takes (as sold)
+    gpu_models: tuple[str, ...]  # the GPU ids its baseboard takes (HGX); empty: any card of its form factors
+    max_gpu_slots: int | None  # the widest card it takes, in slots; None: no slot cards (a baseboard)
+    max_gpu_tdp_w: float
+    max_gpu_tdp_w_water: float  # for a water-cooled card (the heat leaves through radiators)
+    gpu_power_budget_w: float  # all its GPUs together
+    base_power_w: float  # what the rest draws under load (CPUs, RAM, fans, PSU losses)
+    pue: float  # the room's cooling overhead on the energy (1: at the plug)
+    price: Price
+    circuits: str = ""
+    cooling_requirement: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Electricity:
+    """The default electricity price, for the energy in a cost per experiment."""
+
+    usd_per_kwh: float
+    date: dt.date
+    source: str
+
+    def stale(self, today: dt.date) -> bool:
+        return is_stale(self.date, today)
+
+
+def system_problem(gpu: Gpu, num_gpus: int, system: System) -> str | None:
+    """Why `num_gpus` x `gpu` do not go in `system`, or None when they do."""
+    if gpu.form_factor is None:
+        return f"the {gpu.id} preset does not say its form factor"
+    if num_gpus not in system.gpu_counts:
+        return f"{system.name} takes {_counts(system.gpu_counts)} GPUs"
+    if system.gpu_models:
+        if gpu.id not in system.gpu_models:
+            return f"{system.name}'s baseboard takes {', '.join(system.gpu_models)}"
+    elif gpu.form_factor not in system.gpu_form_factors:
+        return f"{system.name} takes {'/'.join(system.gpu_form_factors)} cards, not {gpu.form_factor}"
+    if not system.gpu_models:  # a card in a slot (a baseboard cools and holds its own modules)
+        if gpu.cooling not in system.gpu_cooling:
+            return f"{system.name} needs {' or '.join(system.gpu_cooling)} cards ({gpu.id} is {gpu.cooling})"
+        if system.max_gpu_slots is not None and (gpu.slots or 0) > system.max_gpu_slots:
+            return f"{system.name} takes cards up to {system.max_gpu_slots} slots wide ({gpu.id}: {gpu.slots})"
+    limit = system.max_gpu_tdp_w_water if gpu.cooling == "water" else system.max_gpu_tdp_w
+    if gpu.tdp_w > limit:
+        return f"{system.name} takes cards up to {limit:g} W ({gpu.id}: {gpu.tdp_w:g} W)"
+    if num_gpus * gpu.tdp_w > system.gpu_power_budget_w:
+        return (f"{num_gpus} x {gpu.tdp_w:g} W is over the {system.gpu_power_budget_w:g} W for GPUs in the "
+                f"{system.name}")
+    return None
+
+
+def _counts(counts: tuple[int, ...]) -> str:
+    return " or ".join(", ".join(map(str, counts)).rsplit(", ", 1)) if len(counts) > 1 else str(counts[0])
 
 
 @dataclass(frozen=True)
@@ -151,6 +250,8 @@ class Presets:
     machines: Mapping[int, Machine]
     cloud: tuple[CloudPrice, ...]
     files: tuple[str, ...] = field(default=())
+    systems: Mapping[str, System] = field(default_factory=lambda: MappingProxyType({}))
+    electricity: Electricity | None = None
 
     def model(self, model_id: str) -> Model:
         try:
@@ -165,9 +266,33 @@ class Presets:
             raise PresetError("presets", f"gpus.{gpu_id}", f"one of {', '.join(self.gpus)}") from None
 
     def machine_for(self, num_gpus: int) -> Machine | None:
-        """The smallest machine preset that holds num_gpus GPUs."""
+        """The smallest of the paper's machines that holds num_gpus GPUs (its own view only)."""
         fits = [m for n, m in sorted(self.machines.items()) if n >= num_gpus]
         return fits[0] if fits else None
+
+    def systems_for(self, gpu_id: str, num_gpus: int) -> list[System]:
+        """The systems that hold num_gpus x this GPU, cheapest first (at their preset prices)."""
+        gpu = self.gpu(gpu_id)
+        return sorted((s for s in self.systems.values() if system_problem(gpu, num_gpus, s) is None),
+                      key=lambda s: (s.price.usd, s.id))
+
+    def why_no_system(self, gpu_id: str, num_gpus: int) -> str:
+        """Why no system preset holds num_gpus x this GPU: what the systems that take its kind of card
+        say, or that none does."""
+        gpu = self.gpu(gpu_id)
+        if gpu.form_factor is None:
+            return f"the {gpu.id} preset does not say its form factor, so no system takes it"
+        kin = [s for s in self.systems.values()
+               if (gpu.id in s.gpu_models if s.gpu_models else gpu.form_factor in s.gpu_form_factors)]
+        if not kin:
+            if gpu.form_factor == "sxm":
+                return f"no system preset has a baseboard for {gpu.id} (an SXM module fits only its own)"
+            return f"no system preset takes {gpu.form_factor} cards like {gpu.id}"
+        counts = sorted({n for s in kin for n in s.gpu_counts})
+        if num_gpus not in counts:
+            return f"{gpu.id} goes {_counts(tuple(counts))} to a system ({', '.join(s.name for s in kin)})"
+        reasons = [system_problem(gpu, num_gpus, s) for s in kin if num_gpus in s.gpu_counts]
+        return "; ".join(dict.fromkeys(r for r in reasons if r))
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -355,7 +480,7 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
         for key in data:
             if key not in TOP_LEVEL:
                 raise PresetError(str(path), key, f"one of the tables {', '.join(TOP_LEVEL)}")
-        for key in ("models", "gpus", "machines"):
+        for key in ("models", "gpus", "machines", "systems", "electricity"):
             if key in data:
                 if not isinstance(data[key], Mapping):
                     raise PresetError(str(path), key, "a table of entries")
@@ -374,7 +499,7 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
         if isinstance(entry, dict) and "hf_config" in entry:
             _inline_hf_config(model_id, entry, origins)
 
-    for kind in ("models", "gpus"):
+    for kind in ("models", "gpus", "systems"):
         for entry_id in merged.get(kind, {}):
             if not is_id(entry_id):
                 raise PresetError(origins.file_for((kind, entry_id)) or "presets", f"{kind}.{entry_id}"[:120],
@@ -389,12 +514,18 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
     cloud = tuple(
         _cloud(_Table(e, ("cloud", str(i)), origins), gpus) for i, e in enumerate(merged.get("cloud", []))
     )
+    systems = {sid: _system(sid, _Table(e, ("systems", sid), origins), gpus)
+               for sid, e in merged.get("systems", {}).items()}
+    electricity = _electricity(_Table(merged["electricity"], ("electricity",), origins)) \
+        if "electricity" in merged else None
     return Presets(
         models=MappingProxyType(models),
         gpus=MappingProxyType(gpus),
         machines=MappingProxyType(dict(sorted(machines.items()))),
         cloud=cloud,
         files=tuple(str(f) for f in files),
+        systems=MappingProxyType(systems),
+        electricity=electricity,
     )
 
 
@@ -443,6 +574,21 @@ def _gpu(gid: str, t: _Table) -> Gpu:
     if tf32 is not None and major < 8:
         raise t._err("peak_tf32_tflops", "no TF32 peak on a GPU older than Ampere (compute capability < 8.0)", tf32)
     price_t = t.table("price", default=None)
+    paper_t = t.table("paper_price", default=None)
+    form = t.str("form_factor", default=None, choices=FORM_FACTORS)
+    card = form is not None and form != "sxm"
+    # A card's width and cooling decide which systems take it: a card must say them.
+    for key, what in (("slots", "its width in PCIe slots"), ("cooling", f"its cooling, one of {', '.join(COOLING)}")):
+        if card and not t.has(key):
+            raise t._err(key, f"{what}: a {form} card must say (the key is missing)")
+    slots = t.int("slots", default=None)
+    cooling = t.str("cooling", default=None, choices=COOLING)
+    bridge = t.raw("nvlink_bridge_max_gpus", "a whole number >= 0", 0)
+    if isinstance(bridge, bool) or not isinstance(bridge, int) or bridge < 0:
+        raise t._err("nvlink_bridge_max_gpus", "a whole number >= 0", bridge)
+    p2p = t.raw("p2p", "true or false", None)
+    if p2p is not None and not isinstance(p2p, bool):
+        raise t._err("p2p", "true or false", p2p)
     g = Gpu(
         id=gid,
         name=t.str("name"),
@@ -459,6 +605,13 @@ def _gpu(gid: str, t: _Table) -> Gpu:
         spec_source=t.str("spec_source"),
         price=_price(price_t) if price_t is not None else None,
         note=t.str("note", default=""),
+        form_factor=form,
+        slots=slots,
+        cooling=cooling,
+        p2p=p2p,
+        nvlink_bridge_max_gpus=bridge,
+        pcie_gen=t.int("pcie_gen", default=None),
+        paper_price=_price(paper_t) if paper_t is not None else None,
     )
     t.finish()
     return g
@@ -554,6 +707,7 @@ def _machine(key: str, t: _Table) -> Machine:
         cost_usd=t.number("cost_usd", allow_zero=True),
         source=t.str("source"),
         parts=t.str("parts", default=""),
+        date=t.date("date") if t.has("date") else None,
     )
     t.finish()
     if str(m.num_gpus) != str(key):
@@ -571,3 +725,74 @@ def _cloud(t: _Table, gpus: Mapping[str, Gpu]) -> CloudPrice:
     )
     t.finish()
     return c
+
+
+def _str_list(t: _Table, key: str, choices: Iterable[str] | None = None, default: Any = ...) -> tuple[str, ...]:
+    choices = tuple(choices) if choices else None
+    expected = (f"a list of some of {', '.join(repr(c) for c in choices)}" if choices else "a list of strings")
+    value = t.raw(key, expected, default)
+    if value is default and default is not ...:
+        return tuple(value)
+    if (not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value)
+            or (choices and not all(v in choices for v in value))):
+        raise t._err(key, expected, value)
+    return tuple(value)
+
+
+def _system(sid: str, t: _Table, gpus: Mapping[str, Gpu]) -> System:
+    if sid in gpus:  # `--price ID=USD` and the Prices field name either: one id, one thing
+        raise PresetError(t.origins.file_for(t.path), ".".join(t.path),
+                          f"a system id that is not also a GPU id (gpus.{sid} exists: rename [systems.{sid}])")
+    short = t.str("short")
+    if len(short) > SHORT_MAX:
+        raise t._err("short", f"a label of at most {SHORT_MAX} characters (the ranking's column)", short)
+    counts = t.raw("gpu_counts", "a list of GPU counts like [1, 2, 4]")
+    if (not isinstance(counts, list) or not counts
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 64 for n in counts)):
+        raise t._err("gpu_counts", "a list of GPU counts from 1 to 64, like [1, 2, 4]", counts)
+    forms = _str_list(t, "gpu_form_factors", FORM_FACTORS)
+    models = _str_list(t, "gpu_models", default=[])
+    for m in models:
+        if m not in gpus:
+            raise t._err("gpu_models", f"GPU ids the presets know (no gpus.{m}; known: {', '.join(gpus)})", m)
+    if "sxm" in forms and not models:
+        raise t._err("gpu_models", "the SXM GPUs its baseboard takes (an SXM module fits only the baseboard "
+                                   "made for it)")
+    kind = t.str("kind", choices=SYSTEM_KINDS)
+    pue = t.number("pue", default=1.0)
+    if pue < 1:
+        raise t._err("pue", "a number >= 1 (the room's cooling overhead on the energy; 1: at the plug)", pue)
+    slots = t.raw("max_gpu_slots", "a positive integer, or leave it out for a baseboard", None)
+    if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots <= 0):
+        raise t._err("max_gpu_slots", "a positive integer, or leave it out for a baseboard", slots)
+    tdp = t.number("max_gpu_tdp_w")
+    price_t = t.table("price")
+    s = System(
+        id=sid,
+        name=t.str("name"),
+        short=short,
+        kind=kind,
+        gpu_counts=tuple(sorted(set(counts))),
+        gpu_form_factors=forms,
+        gpu_cooling=_str_list(t, "gpu_cooling", COOLING, default=list(COOLING)),
+        gpu_models=models,
+        max_gpu_slots=slots,
+        max_gpu_tdp_w=tdp,
+        max_gpu_tdp_w_water=t.number("max_gpu_tdp_w_water", default=tdp),
+        gpu_power_budget_w=t.number("gpu_power_budget_w"),
+        base_power_w=t.number("base_power_w", allow_zero=True),
+        pue=pue,
+        price=_price(price_t),
+        circuits=t.str("circuits", default=""),
+        cooling_requirement=t.str("cooling_requirement", default=""),
+        note=t.str("note", default=""),
+    )
+    t.finish()
+    return s
+
+
+def _electricity(t: _Table) -> Electricity:
+    e = Electricity(usd_per_kwh=t.number("usd_per_kwh", allow_zero=True), date=t.date("date"),
+                    source=t.str("source"))
+    t.finish()
+    return e

@@ -251,13 +251,15 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
 
 
 def _same_architecture(presets: Presets | None, gpu: str) -> list[str]:
-    """Other GPUs of the same architecture, the nearest first (memory, then dense peak): an A40's twin is
-    the A6000, not the RTX 3090."""
+    """Other GPUs of the same architecture, the nearest first: the same form factor (an H200 SXM's twin is
+    the H100 SXM, not the H200 NVL card), then memory and dense peak (an A40's twin is the A6000, not the
+    RTX 3090)."""
     if presets is None or gpu not in presets.gpus:
         return []
     me = presets.gpus[gpu]
     same = [g for g in presets.gpus.values() if g.id != gpu and g.architecture == me.architecture]
-    same.sort(key=lambda g: (abs(g.memory_gb - me.memory_gb) / me.memory_gb
+    same.sort(key=lambda g: (g.form_factor != me.form_factor,
+                             abs(g.memory_gb - me.memory_gb) / me.memory_gb
                              + abs(g.peak_16bit_tflops - me.peak_16bit_tflops) / me.peak_16bit_tflops))
     return [g.id for g in same]
 
