@@ -38,7 +38,9 @@ def test_results_csv_and_table(capsys):
 def test_presets_listing(capsys):
     assert main(["presets", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert "pythia-6.9b" in data["models"] and data["gpus"]["h100"]["price"]["usd"] == 30000
+    assert "pythia-6.9b" in data["models"] and data["gpus"]["h100"]["paper_price"]["usd"] == 30000
+    assert data["gpus"]["h100"]["form_factor"] == "sxm" and data["systems"]["hgx8"]["gpu_models"] == ["h100"]
+    assert data["electricity"]["usd_per_kwh"] > 0 and data["electricity"]["date"]
 
 
 def test_default_prints_a_summary(capsys):

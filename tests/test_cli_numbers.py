@@ -80,13 +80,13 @@ def test_good_numbers_still_rank_and_a_huge_price_never_prints_inf(capsys):
     assert main([*RANK, "--deadline", "60", "--max-gpus", "8", "--lifespan-years", "5", "--kwh-price", "0.15",
                  "--utilisation", "0.5", "--price", "h100=25000", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    h100 = next(r for r in rows if r["gpu"] == "h100" and r["num_gpus"] == 1)
-    single = load_presets().machine_for(1).cost_usd
-    assert h100["hardware_cost_usd"] == pytest.approx(25000 + single)  # the price given was used
+    h100 = next(r for r in rows if r["gpu"] == "h100" and r["num_gpus"] == 4)  # an HGX 4-GPU server
+    base = load_presets().systems[h100["system"]].price.usd
+    assert h100["hardware_cost_usd"] == pytest.approx(4 * 25000 + base)  # the price given was used
     assert all(r["energy_usd"] is not None for r in rows if r["days"] is not None)  # and the power price
     assert main([*RANK, "--price", "h100=999999999"]) == 0  # the largest price allowed still prints as a number
     out = capsys.readouterr().out
-    assert "$inf" not in out and "$nan" not in out and "$1,000,0" in out
+    assert "$inf" not in out and "$nan" not in out and "$4,000,0" in out
 
 
 def test_good_counts_still_filter_predict_and_export(capsys, tmp_path):

@@ -32,7 +32,7 @@ EPILOG = """\
 examples:
   tui-planner                               the planner: plan, chart, bench, results
   tui-planner --db mine.duckdb              ... browsing your own results file
-  tui-planner presets                       models, GPUs and prices it knows
+  tui-planner presets                       models, GPUs, systems and dated prices
   tui-planner results --model pythia-1b     every result for Pythia-1B
   tui-planner rank --model pythia-1b --budget 50000 --deadline 60
                                             what to buy, fastest within budget
@@ -86,9 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("summary", parents=[common], help="print the database at a glance",
                    description="Print what the database holds and the fastest single GPU per model.")
 
-    ps = sub.add_parser("presets", parents=[common], help="list models, GPUs, machines and cloud prices",
-                        description="List the presets in use: shipped, then yours (see --presets).")
-    ps.add_argument("--kind", choices=["models", "gpus", "machines", "cloud", "all"], default="all")
+    ps = sub.add_parser("presets", parents=[common], help="list models, GPUs, systems, prices and machines",
+                        description="List the presets in use: shipped, then yours (see --presets). Every price "
+                                    "with its date and source; one older than 12 months is marked stale.")
+    ps.add_argument("--kind", choices=["models", "gpus", "systems", "machines", "cloud", "prices", "all"],
+                    default="all")
     ps.add_argument("--format", choices=["table", "json"], default="table")
 
     rs = sub.add_parser(
@@ -114,18 +116,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="with --summary: compare with the paper's cell on this GPU (default: the same GPU, else "
                          "one of the same architecture: H100 for H200)")
 
-    rk = sub.add_parser(
-        "rank", parents=[common], help="what to buy: hardware options ranked for a budget and a deadline",
-        description="Rank hardware purchases for a model: for each GPU type and count, the best result the "
-                    "database holds (measured wins over paper), hardware cost (GPUs + base system), cost per "
-                    "experiment over the hardware's lifespan, budget and deadline checks, the Pareto frontier.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  tui-planner rank --model pythia-1b --budget 50000 --deadline 60\n"
-               "  tui-planner rank --model pythia-2.8b --budget 120000 --price h100=22000 --kwh-price 0.15\n"
-               "  tui-planner rank --model vit-large --budget 30000 --format json",
-    )
     from tui_planner import rank_cli as _rank
 
+    rk = sub.add_parser("rank", parents=[common], help=_rank.HELP, description=_rank.DESCRIPTION,
+                        epilog=_rank.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _rank.add_arguments(rk)
 
     bs = sub.add_parser(

@@ -122,3 +122,47 @@ def dense_mask(row: dict) -> bool:
     except ValueError:
         return False
     return isinstance(prov, dict) and prov.get("causal_mask") == "dense mask"
+
+
+def compact_days(value: float) -> str:
+    """Days in at most 4 characters, for a band: 4.1, 28, 182, 1.8k."""
+    if value >= 1000:
+        return f"{value / 1000:.1f}k"
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}" if value >= 1 else f"{value:.1g}"
+
+
+def band(low: float | None, high: float | None) -> str:
+    """A figure's low-high band in at most 7 characters, '28-47', '2.4-4.2', '515-871', '1k-2k'; '' when it
+    has none (a measured or paper figure)."""
+    if low is None or high is None or low == high:
+        return ""
+
+    def c(v: float) -> str:
+        return f"{v / 1000:.0f}k" if v >= 999.5 else compact_days(v)
+
+    lo, hi = c(low), c(high)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def date(value: Any) -> str:
+    """A price's date as YYYY-MM-DD; '—' for none."""
+    if value is None:
+        return "—"
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def short_source(text: Any, limit: int = 48) -> str:
+    """A price's source cut to `limit` characters at a word, for a line that also carries its date."""
+    s = " ".join(str(text or "").split())
+    if len(s) <= limit:
+        return s
+    cut = s[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:(")
+    return cut + "…"
+
+
+STALE_MARK = "°"
+
+
+def priced(usd_value: float | None, when: Any, stale: bool) -> str:
+    """'$27,500 (2026-05-04)', with ', stale' when the price is older than 12 months."""
+    return f"{usd(usd_value)} ({date(when)}{', stale' if stale else ''})"

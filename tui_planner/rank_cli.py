@@ -7,16 +7,43 @@ import csv
 import io
 import json
 import sys
+import textwrap
 
 from rich import box
 from rich.table import Table
 
 from tui_planner import args as arg
 from tui_planner import format as fmt
+from tui_planner import views
 
-JSON_FIELDS = ("gpu", "num_gpus", "hardware_cost_usd", "days", "cost_per_experiment_usd", "energy_usd",
-               "rent_usd", "buy_or_rent", "within_budget", "within_deadline", "source", "status", "config",
-               "pareto", "mfu", "plausibility", "trial_id", "days_low", "days_high", "basis")
+HELP = "what to buy: systems that are sold, ranked for a budget and a deadline"
+DESCRIPTION = textwrap.fill(
+    "Rank what to buy for a model: every GPU type and count in a system sold to hold them (an SXM GPU on "
+    "its HGX board, a card where its width, cooling and power fit), on one figure per option: measured, "
+    "else predicted (with its band), else a paper row whose implied MFU is plausible (an implausible one "
+    "is shown beside, never ranked on). Each option: hardware cost from dated prices (older than 12 "
+    "months: stale), training days with their low-high band, the deadline verdict (met: even the band's "
+    "top is inside; at risk; missed), cost per experiment (hardware over a 5-year life, the paper's "
+    "amortisation, plus energy at a dated default price), renting at a dated cloud price, the Pareto "
+    "frontier. --source paper is the paper's own view: its rows with their flags, its 2024 prices and "
+    "machines, no energy.", width=78)
+EPILOG = (
+    textwrap.fill("JSON and CSV rows carry system, days_low, days_high, deadline_verdict, price_date, "
+                  "price_stale and the prices' sources.", width=78) + "\n\n"
+    "examples:\n  tui-planner rank --model pythia-1b --budget 50000 --deadline 60\n"
+    "  tui-planner rank --model pythia-2.8b --budget 120000 --price h100=22000\n"
+    "  tui-planner rank --model pythia-2.8b --budget 120000 --kwh-price 0.09\n"
+    "  tui-planner rank --model pythia-1b --budget 130000 --source paper\n"
+    "  tui-planner rank --model vit-large --budget 30000 --format json"
+)
+
+JSON_FIELDS = ("gpu", "num_gpus", "system", "system_name", "hardware_cost_usd", "gpu_price_usd", "gpu_price_date",
+               "gpu_price_source", "system_price_usd", "system_price_date", "system_price_source", "price_date",
+               "price_stale", "days", "days_low", "days_high", "deadline_verdict", "extrapolated",
+               "cost_per_experiment_usd", "energy_usd", "kwh_price_usd", "lifespan_years", "rent_usd",
+               "rent_provider", "rent_date", "buy_or_rent", "within_budget", "within_deadline", "source", "status",
+               "why", "config", "pareto", "mfu", "plausibility", "paper_days", "paper_mfu", "paper_plausibility",
+               "trial_id", "basis")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,23 +54,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training must finish within this many days")
     p.add_argument("--gpus-allowed", nargs="+", metavar="GPU", default=[], help="GPU ids to consider (default: all)")
     p.add_argument("--max-gpus", type=arg.whole(1), default=8, help="most GPUs in one machine (default 8)")
-    p.add_argument("--price", type=arg.gpu_price, action="append", default=[], metavar="GPU=USD",
-                   help="override a GPU's price")
+    p.add_argument("--price", type=arg.gpu_price, action="append", default=[], metavar="ID=USD",
+                   help="today's price of a GPU (per GPU) or a system (without GPUs), e.g. h100=25000 or "
+                        "ws4=14000; replaces a stale one")
     p.add_argument("--lifespan-years", type=arg.positive(arg.MAX_YEARS, "years"), default=5.0,
-                   help="hardware lifespan for amortising (default 5)")
+                   help="hardware lifespan for amortising (default 5, the paper's)")
     p.add_argument("--kwh-price", type=arg.non_negative(arg.MAX_KWH_USD, money=True), metavar="USD",
-                   help="electricity price per kWh: adds energy cost")
+                   help="electricity price per kWh (default: the presets' dated price, `tui-planner presets`; "
+                        "0: leave energy out)")
     p.add_argument("--utilisation", type=arg.fraction(low_open=True), default=1.0,
                    help="share of TDP drawn while training, above 0 and at most 1 (default 1)")
-    p.add_argument("--source", default="measured,paper,predicted",
-                   help="sources to trust, in order of preference when a cell has several (default measured,paper,predicted)")
+    p.add_argument("--source", default="measured,predicted,paper",
+                   help="sources to trust (default measured,predicted,paper; a cell is ranked on the first it "
+                        "has, a paper row only if plausible); paper alone: the paper's own view")
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
 
 
 def request_from(args: argparse.Namespace):
     from engine.plan.ranking import RankRequest
 
-    overrides = dict(args.price)  # (GPU, USD) pairs, checked as they were parsed (tui_planner/args.py)
+    overrides = dict(args.price)  # (ID, USD) pairs, checked as they were parsed (tui_planner/args.py)
     return RankRequest(
         model=args.model, budget_usd=args.budget, deadline_days=args.deadline, gpus_allowed=tuple(args.gpus_allowed),
         max_gpus=args.max_gpus, lifespan_years=args.lifespan_years, kwh_price_usd=args.kwh_price,
@@ -52,59 +82,110 @@ def request_from(args: argparse.Namespace):
     )
 
 
-def _short(r: dict) -> str:
+def _plain(value):
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def mark(r: dict) -> str:
+    """'*' Pareto, '$' over budget, '?' at risk, 'd' misses the deadline (or has no figure)."""
+    late = {"met": "", "at risk": "?"}.get(r.get("deadline_verdict"), "d" if r.get("deadline_verdict") else "")
     if r["days"] is None:
-        return ""
-    mb = f" {r['micro_batch']}x{r['grad_accum']}" if r["micro_batch"] and r["grad_accum"] else ""
-    return fmt.methods(r).replace("shard?", "").replace("ckpt?", "").replace("  ", " ").strip() + mb
+        late = "d"
+    return ("*" if r["pareto"] else " ") + ("" if r["within_budget"] else "$") + late
 
 
 def run(args: argparse.Namespace, store, presets) -> int:
-    from engine.plan.ranking import no_data_gpus, rank
+    from engine.plan.ranking import energy_price, no_data_gpus, rank
+    from engine.plan.verdict import decide
 
     req = request_from(args)
     rows = rank(store, req, presets)
     if args.format == "json":
-        print(json.dumps([{k: r.get(k) for k in JSON_FIELDS} for r in rows], indent=2))
+        print(json.dumps([{k: _plain(r.get(k)) for k in JSON_FIELDS} for r in rows], indent=2))
         return 0
     if args.format == "csv":
         out = io.StringIO()
         w = csv.DictWriter(out, fieldnames=JSON_FIELDS, extrasaction="ignore")
         w.writeheader()
-        w.writerows(rows)
+        w.writerows({k: _plain(r.get(k)) for k in JSON_FIELDS} for r in rows)
         sys.stdout.write(out.getvalue())
         return 0
     console = fmt.console()
     e = fmt.esc
+    view = " (the paper's view: its rows, prices and machines)" if req.paper_view else ""
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
               title=f"{e(req.model)}: budget {fmt.usd(req.budget_usd)}"
-                    + (f", deadline {req.deadline_days:g} days" if req.deadline_days else ""))
-    for col in ("", "GPUs", "hardware", "days", "MFU", "$/run", "source", "setting"):
-        t.add_column(col, justify="right" if col in ("hardware", "days", "MFU", "$/run") else "left", no_wrap=True)
-    for r in rows:
-        mark = ("*" if r["pareto"] else " ") + ("" if r["within_budget"] else "$") + ("" if r["within_deadline"] else "d")
-        style = "bold green" if r is rows[0] and r["within_budget"] and r["within_deadline"] else (
-            "dim" if not r["within_budget"] or r["days"] is None else "")
-        days = fmt.days(r["days"]) if r["days"] is not None else e(r["status"])
-        if r["days"] is not None and r.get("days_low") is not None and r.get("days_high") is not None:
-            # A prediction's error band, as its wider side (JSON and CSV carry days_low and days_high).
-            days += f" ±{fmt.days(max(r['days_high'] - r['days'], r['days'] - r['days_low']))}"
-        t.add_row(mark, f"{r['num_gpus']} x {e(r['gpu'])}", fmt.usd(r["hardware_cost_usd"]), days,
-                  fmt.mfu(r["mfu"], r["plausibility"]) if r["days"] is not None else "—",
-                  fmt.usd(r["cost_per_experiment_usd"]) if r["days"] is not None else "—",
-                  e((r["source"] or "—").replace("paper-table", "paper T")), e(_short(r)), style=style)
+                    + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view)
+    for col in ("", "GPUs", "in", "hardware", "days", "band", "MFU", "$/run", "from", "paper"):
+        t.add_column(col, justify="right" if col in ("hardware", "days", "band", "MFU", "$/run") else "left",
+                     no_wrap=True)
+    options = [r for r in rows if r["system"] is not None]
+    for r in options:
+        style = "dim" if not r["within_budget"] or r["days"] is None else ""
+        has = r["days"] is not None
+        paper = ""
+        if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
+            paper = f"{fmt.compact_days(r['paper_days'])} {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
+        cost = fmt.usd(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
+        t.add_row(mark(r), f"{r['num_gpus']}x {e(r['gpu'])}", e(r["system_short"]), cost,
+                  fmt.days(r["days"]) if has else e(r["status"]),
+                  fmt.band(r["days_low"], r["days_high"]) if has else "",
+                  fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
+                  fmt.usd(r["cost_per_experiment_usd"]).lstrip("$") if has else "—",
+                  e((r["source"] or "—").replace("paper-table", "T").replace("predicted", "pred")
+                    .replace("measured", "meas")), e(paper), style=style)
     console.print(t)
-    console.print("[dim]* Pareto frontier (no option is both cheaper and faster)  $ over budget  d misses the "
-                  "deadline or has no result. $/run: hardware x days / lifespan (+ energy). MFU ! above 60% of "
-                  "peak: implausible (the paper's timer did not synchronize the GPU). predicted: no measurement, "
-                  "± its error band (tui-planner predict explains it).[/dim]")
-    fits = [r for r in rows if r["within_budget"] and r["within_deadline"]]
-    if not fits:
-        cheapest = min((r for r in rows if r["days"] is not None), key=lambda r: r["hardware_cost_usd"], default=None)
-        msg = "Nothing fits both the budget and the deadline."
-        if cheapest:
-            msg += f" The cheapest option with a result costs {fmt.usd(cheapest['hardware_cost_usd'])}."
-        console.print(f"[yellow]{msg}[/]")
+    kwh, kwh_date, kwh_source = energy_price(req, presets)
+    energy = (f"energy at ${kwh:g}/kWh" + (f" ({fmt.date(kwh_date)}: {e(fmt.short_source(kwh_source, 60))})"
+                                           if kwh_date else "") if kwh else f"no energy ({e(kwh_source)})")
+    console.print(
+        "[dim]* Pareto (nothing both cheaper and faster)  $ over budget  ? at risk (the deadline is inside the "
+        "band)  d misses it. in: the system (ws2/ws4 workstation, 2U/4U PCIe server, HGX; T6/T7 the paper's "
+        "machines). band: a prediction's low-high days (measured and paper figures have none). MFU ! above "
+        "its GPU generation's plausible share of peak (60%; A100 65%), !! above 100%. from: meas(ured), pred(icted, `tui-planner predict` explains it), T1/T4 the "
+        f"paper's tables. paper: its Table 1 figure for the cell, beside, not ranked on. {fmt.STALE_MARK} a price "
+        f"older than 12 months. $/run: hardware x days / {req.lifespan_years:g} years"
+        + (" (the paper's amortisation)" if req.lifespan_years == 5 else "") + f" + {energy}.[/dim]")
+    v = decide(rows, req.deadline_days)
+    for line in views.verdict_lines(v, req.model, req.budget_usd, req.deadline_days, prices=False):
+        console.print(line)
+    named: list[dict] = []
+    for r in (v.buy, v.fastest, v.runner_up, v.to_meet, v.cheapest):
+        if r is not None and all(r is not x for x in named):
+            named.append(r)
+    if named:
+        console.print("[b]Prices[/b] [dim](of the options named; `tui-planner presets --kind prices` lists every "
+                      "one with its source)[/dim]")
+        seen: set[str] = set()
+        for r in named:
+            items = [(r["gpu"], "per GPU", r["gpu_price_usd"], r["gpu_price_date"], r["gpu_price_source"],
+                      r["gpu_price_stale"]),
+                     (r["system"], r["system_name"], r["system_price_usd"], r["system_price_date"],
+                      r["system_price_source"], r["system_price_stale"])]
+            for key, what, usd_value, when, source, stale in items:
+                if key in seen:
+                    continue
+                seen.add(key)
+                flag = f"[yellow]{fmt.STALE_MARK} stale[/] " if stale else ""
+                console.print(f"  {flag}{e(key)} ({e(what)}) {fmt.usd(usd_value)}, {fmt.date(when)}: {e(source)}")
+        if any(views.stale_fix(r) for r in rows if r["system"] is not None):
+            console.print(f"[yellow]{fmt.STALE_MARK} A price older than 12 months: give today's with --price "
+                          f"ID=USD, the Plan screen's Prices field, or {e('[gpus.ID.price]')} / "
+                          f"{e('[systems.ID.price]')} in a presets file (~/.config/tui-planner/presets/).[/]")
+        for r in named:
+            if r.get("rent_usd") is not None:
+                console.print(f"  renting {r['num_gpus']} x {e(r['gpu'])} instead: {fmt.usd(r['rent_usd'])} for "
+                              f"this run at ${r['cloud_usd_per_gpu_hour']:.2f}/GPU-h, {e(r['rent_provider'])} "
+                              f"({fmt.date(r['rent_date'])}" + (", stale" if r["rent_stale"] else "")
+                              + f"); {e(r['buy_or_rent'])} is cheaper per run")
+    unsold = [r for r in rows if r["system"] is None]
+    if unsold:
+        groups: dict[tuple[str, str], list[int]] = {}
+        for r in unsold:  # the first system's reason stands for the rest (`--format json` has them all)
+            groups.setdefault((r["gpu"], (r["why"] or "").split("; ")[0]), []).append(r["num_gpus"])
+        parts = [f"{'/'.join(map(str, sorted(ns)))} x {e(g)}: {e(why)}" for (g, why), ns in groups.items()]
+        console.print("[dim]Not an option (no system sold takes them; their figures stay in JSON): "
+                      + "; ".join(parts) + ".[/dim]")
     missing = no_data_gpus(store, req, presets)
     if missing:
         console.print(f"[dim]No data for {e(req.model)} on: {e(', '.join(missing))}.[/dim]")

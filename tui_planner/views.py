@@ -13,17 +13,21 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from engine.data.presets import Presets
+import datetime as dt
+
+from engine.data.presets import Presets, is_stale
 from engine.data.store import plain
 from tui_planner import format as fmt
 
 FLAG_STYLE = {"implausible": "yellow", "impossible": "bold red"}
+# Form factors and cooling in a narrow column: `tui-planner presets --format json` has the words.
+SHORT = {"consumer": "cons", "passive": "pass", "blower": "blow", "open-air": "open", "water": "wat"}
 
 
 def presets_json(presets: Presets, kind: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in ("models", "gpus", "machines", "cloud"):
-        if kind in (name, "all"):
+    for name in ("models", "gpus", "systems", "machines", "cloud", "electricity"):
+        if kind in (name, "all") or (kind == "prices" and name in ("gpus", "systems", "cloud", "electricity")):
             out[name] = plain(getattr(presets, name))
     out["files"] = list(presets.files)
     return out
@@ -42,17 +46,38 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
             t.add_row(e(m.id), e(m.params_label), e(task), shape, f"{m.training.batch_size:,}",
                       f"{m.training.steps:,}", e(m.training.precision), f"{m.training_flops:.2g}".replace("e+", "e"))
         console.print(t)
+    today = dt.date.today()
+
+    def when(d: dt.date | None) -> str:
+        return "—" if d is None else fmt.date(d) + (f"[yellow]{fmt.STALE_MARK}[/]" if is_stale(d, today) else "")
+
     if kind in ("gpus", "all"):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="GPUs (dense peaks)", title_justify="left")
-        for col in ("id", "GB", "16-bit TF/s", "TF32", "GB/s", "W", "price", "price date"):
-            t.add_column(col, justify="left" if col in ("id", "price date") else "right", no_wrap=True)
+        for col in ("id", "form", "GB", "TF/s", "GB/s", "W", "price", "price date"):
+            t.add_column(col, justify="left" if col in ("id", "form", "price date") else "right", no_wrap=True)
         for g in presets.gpus.values():
-            t.add_row(e(g.id), f"{g.memory_gb:g}", f"{g.peak_16bit_tflops:g}",
-                      f"{g.peak_tf32_tflops:g}" if g.tf32 else "no", f"{g.memory_bandwidth_gbs:g}", f"{g.tdp_w:g}",
-                      fmt.usd(g.price.usd if g.price else None), e(g.price.date) if g.price else "—")
+            form = "—" if g.form_factor is None else "/".join(
+                [SHORT.get(g.form_factor, g.form_factor)] + ([str(g.slots), SHORT.get(g.cooling, g.cooling)]
+                                                            if g.slots else []))
+            t.add_row(e(g.id), e(form), f"{g.memory_gb:g}", f"{g.peak_16bit_tflops:g}", f"{g.memory_bandwidth_gbs:g}",
+                      f"{g.tdp_w:g}", fmt.usd(g.price.usd if g.price else None), when(g.price.date if g.price else None))
+        console.print(t)
+    if kind in ("systems", "all"):
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  title="Systems (price without GPUs; HGX: the server less its GPUs)", title_justify="left")
+        for col in ("id", "GPUs", "takes", "W/GPU", "price", "date"):
+            t.add_column(col, justify="right" if col in ("W/GPU", "price") else "left", no_wrap=True)
+        for sy in presets.systems.values():
+            takes = ",".join(sy.gpu_models) if sy.gpu_models else (
+                "/".join(SHORT.get(f, f) for f in sy.gpu_form_factors) + " "
+                + "/".join(SHORT.get(c, c) for c in sy.gpu_cooling)
+                + (f" {sy.max_gpu_slots}sl" if sy.max_gpu_slots else ""))
+            t.add_row(e(sy.id), e(",".join(map(str, sy.gpu_counts))), e(takes), f"{sy.max_gpu_tdp_w:g}",
+                      fmt.usd(sy.price.usd), when(sy.price.date))
         console.print(t)
     if kind in ("machines", "all"):
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title="Machines (base system without GPUs)", title_justify="left")
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  title="The paper's machines (base system without GPUs; its own view only)", title_justify="left")
         for col in ("GPUs", "kind", "cost", "source"):
             t.add_column(col)
         for m in presets.machines.values():
@@ -63,8 +88,26 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
         for col in ("gpu", "provider", "$/GPU-h", "date"):
             t.add_column(col)
         for c in presets.cloud:
-            t.add_row(e(c.gpu), e(c.provider), f"{c.usd_per_gpu_hour:.2f}", e(c.date))
+            t.add_row(e(c.gpu), e(c.provider), f"{c.usd_per_gpu_hour:.2f}", when(c.date))
         console.print(t)
+    if kind in ("prices", "all"):
+        console.print(Text("Prices and their sources", style="bold"))
+        for g in presets.gpus.values():
+            for label, p in (("", g.price), (" (the paper's)", g.paper_price)):
+                if p is not None:
+                    console.print(f"  {e(g.id)}{label} {fmt.usd(p.usd)}, {when(p.date)}: {e(p.source)}")
+        for sy in presets.systems.values():
+            console.print(f"  {e(sy.id)} ({e(sy.name)}) {fmt.usd(sy.price.usd)}, {when(sy.price.date)}: "
+                          f"{e(sy.price.source)}")
+        if presets.electricity is not None:
+            el = presets.electricity
+            console.print(f"  electricity ${el.usd_per_kwh:g}/kWh, {when(el.date)}: {e(el.source)}")
+        if kind == "prices":
+            for c in presets.cloud:
+                console.print(f"  {e(c.gpu)} on {e(c.provider)} ${c.usd_per_gpu_hour:.2f}/GPU-h, {when(c.date)}: "
+                              f"{e(c.source)}")
+        console.print(f"[dim]{fmt.STALE_MARK} older than 12 months: set today's price with rank --price ID=USD, "
+                      "the Plan screen's Prices field, or [gpus.ID.price] / [systems.ID.price] in a presets file.[/dim]")
     console.print(f"[dim]preset files: {e(', '.join(presets.files))}[/dim]")
 
 
@@ -183,3 +226,146 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
         out.extend(Padding(fmt.text(note, style="dim"), (0, 0, 0, 2)) for note in notes)
         out.append("")
     return out
+
+
+# --- what to buy: the verdict's words ------------------------------------------------------------------
+
+
+def _article(name: str) -> str:
+    if name.startswith("the ") or name.startswith("your "):
+        return ""
+    an = name[:1].lower() in "aeiou8" or name.startswith(("HGX", "11", "18"))
+    return "an " if an else "a "
+
+
+def option_name(r: dict[str, Any]) -> str:
+    """'4 x RTX6000ADA in a 4-GPU workstation', as markup (ids and names come from presets)."""
+    name = r.get("system_name")
+    where = f" in {_article(name)}{fmt.esc(name)}" if name else ""
+    return f"{r['num_gpus']} x {fmt.esc(str(r['gpu']).upper())}{where}"
+
+
+def days_with_band(r: dict[str, Any]) -> str:
+    b = fmt.band(r.get("days_low"), r.get("days_high"))
+    return f"{fmt.days(r['days'])} days" + (f" ({b})" if b else "")
+
+
+def evidence(r: dict[str, Any]) -> str:
+    """What an option's figure rests on, as plain text (the caller escapes it): its source and MFU; a
+    prediction's band and, where nobody measured its GPU generation, that it is extrapolated; the paper's
+    figure for the cell beside it when the cell is ranked on something else."""
+    src = (r.get("source") or "").replace("paper-table", "paper Table ")
+    mfu = f"MFU {fmt.mfu(r['mfu'], r.get('plausibility'))}" if r.get("mfu") is not None else ""
+    if r.get("plausibility") in fmt.FLAG_MARK:
+        text = f"{src}: {mfu} is {r['plausibility']}, expect longer"
+    elif src == "predicted":
+        text = f"predicted, not measured, {mfu}"
+        if r.get("extrapolated"):
+            text += f"; extrapolated to {r['extrapolated']} GPUs, a generation nobody measured here"
+    else:
+        text = f"{src}, {mfu}" if mfu else src
+    if r.get("paper_days") is not None and not src.startswith("paper"):
+        text += (f"; paper: {fmt.days(r['paper_days'])} days, implies {fmt.mfu(r.get('paper_mfu'))} of peak"
+                 + (f" ({r['paper_plausibility']})" if r.get("paper_plausibility") in fmt.FLAG_MARK else ""))
+        if r.get("paper_plausibility") == "ok" and src == "predicted" and r["paper_days"] >= r.get("days_high", 0) \
+                and r["paper_days"] > r["days"]:
+            # engine/plan/uncertainty.band widened the band's top to it: say why the band reaches there.
+            text += ": slower than the prediction, so the band reaches it"
+    return text
+
+
+def price_text(r: dict[str, Any], source_limit: int | None = 40) -> str:
+    """An option's prices with their dates and (shortened) sources, plain text; stale ones say so."""
+    def one(what: str, usd_value, when, source, stale) -> str:
+        src = fmt.short_source(source, source_limit) if source_limit else " ".join(str(source).split())
+        return f"{what} {fmt.priced(usd_value, when, stale)}: {src}"
+
+    parts = [one(f"{r['num_gpus']} x {r['gpu']} at", r["gpu_price_usd"], r["gpu_price_date"],
+                 r["gpu_price_source"], r["gpu_price_stale"])]
+    if r.get("system_price_usd") is not None:
+        parts.append(one(f"+ {r['system']}", r["system_price_usd"], r["system_price_date"],
+                         r["system_price_source"], r["system_price_stale"]))
+    return "; ".join(parts)
+
+
+def stale_ids(r: dict[str, Any]) -> list[str]:
+    """The ids whose price in this option is stale and that a price override can replace (the paper's own
+    machines are not: `[machines.N] cost_usd` in a presets file is)."""
+    return [i for i, stale in ((r["gpu"], r.get("gpu_price_stale")),
+                               (r.get("system") if r.get("system_kind") != "paper" else None,
+                                r.get("system_price_stale"))) if stale and i]
+
+
+def stale_fix(r: dict[str, Any]) -> str:
+    """How to replace the stale prices of an option (plain text), or ''."""
+    if not (r.get("gpu_price_stale") or r.get("system_price_stale")):
+        return ""
+    which = " ".join(f"{i}=USD" for i in stale_ids(r)) or "ID=USD"
+    return (f"price older than 12 months: set today's with --price {which}, the Plan screen's Prices field, "
+            f"or [gpus.ID.price] / [systems.ID.price] ([machines.N] for the paper's) in "
+            f"~/.config/tui-planner/presets/")
+
+
+def verdict_lines(v: Any, model: str, budget: float, deadline: float | None, prices: bool = True,
+                  brief: bool = False) -> list[str]:
+    """The verdict (engine/plan/verdict.py) in words: rich markup, every value from a preset or a database
+    escaped. The app shows it under the ranking (brief: no prices, the line under its table has the
+    highlighted option's), `rank` under its table."""
+    e = fmt.esc
+    if v.outcome == "no results":
+        return [f"[b]No results for {e(model)}[/b] on the allowed GPUs, systems and sources.",
+                "Widen the GPUs or sources, or benchmark it."]
+    lines: list[str] = []
+    need = v.to_meet
+    if v.outcome == "over budget":
+        c = v.cheapest
+        lines.append(f"[b yellow]Nothing fits the budget[/]: the cheapest option is {option_name(c)} at "
+                     f"{fmt.usd(c['hardware_cost_usd'])} ({days_with_band(c)}).")
+        if need is not None:
+            lines.append(f"Meeting the deadline for sure needs {fmt.usd(need['hardware_cost_usd'])}: "
+                         f"{option_name(need)}, {days_with_band(need)}.")
+        return lines
+    buy, fastest = v.buy, v.fastest
+    if v.outcome in ("met", "no deadline"):
+        banded = buy.get("days_low") is not None and buy.get("days_low") != buy.get("days_high")
+        why = ("the fastest within budget" if v.outcome != "met" else
+               "meets the deadline even at its band's top" if banded else "meets the deadline")
+        lines.append(f"[b green]Buy {option_name(buy)}[/] ({fmt.usd(buy['hardware_cost_usd'])}): "
+                     f"{days_with_band(buy)}, {fmt.usd(buy['cost_per_experiment_usd'])}/run; {why}.")
+    elif v.outcome == "at risk":
+        lines.append(f"[b yellow]Deadline at risk[/] within {fmt.usd(budget)}: the fastest, {option_name(buy)} "
+                     f"({fmt.usd(buy['hardware_cost_usd'])}), takes {fmt.days(buy['days'])} days but its band "
+                     f"reaches {fmt.days(buy['days_high'])} ({fmt.band(buy['days_low'], buy['days_high'])}), "
+                     f"past {deadline:g}.")
+    else:
+        lines.append(f"[b yellow]Nothing meets the deadline[/] within {fmt.usd(budget)}: the fastest is "
+                     f"{option_name(buy)} at {days_with_band(buy)} ({fmt.usd(buy['hardware_cost_usd'])}).")
+    detail = evidence(buy) + (f"; {buy['config']}" if buy.get("config") else "")
+    lines.append(f"[dim]{e(detail)}.[/]")
+    if (prices or brief) and (fix := stale_fix(buy)):
+        if brief:  # the Plan screen: its Prices field and price list are a key away
+            ids = " ".join(f"{i}=USD" for i in stale_ids(buy)) or "ID=USD"
+            fix = f"its price is over 12 months old: type today's in Prices (e: {ids}); p lists every price"
+        lines.append(f"[yellow]{fmt.STALE_MARK} {e(fix)}[/]")
+    if v.outcome == "met" and fastest is not None and fastest is not buy:
+        lines.append(f"[yellow]Fastest[/] {option_name(fastest)} ({fmt.usd(fastest['hardware_cost_usd'])}): "
+                     f"{days_with_band(fastest)}, at risk: its band reaches past {deadline:g} days"
+                     + ("." if brief else f" [dim]({e(evidence(fastest))})[/]."))
+    if need is not None:
+        lines.append(f"Meeting the deadline for sure needs {fmt.usd(need['hardware_cost_usd'])}: "
+                     f"{option_name(need)}, {days_with_band(need)}.")
+    ru = v.runner_up
+    if ru is not None and ru is not fastest:
+        saved = buy["hardware_cost_usd"] - ru["hardware_cost_usd"]
+        slower = ru["days"] - buy["days"]
+        trade = (f"saves {fmt.usd(saved)}" if saved > 0 else f"costs {fmt.usd(-saved)} more") + (
+            f" but takes {fmt.days(slower)} more days" if slower > 0 else "")
+        risk = ru.get("deadline_verdict")
+        if deadline is not None and risk and risk != "met":
+            b = fmt.band(ru.get("days_low"), ru.get("days_high"))
+            trade += f"; {'at risk' if risk == 'at risk' else 'misses the deadline'}" + (
+                f": its band is {b} days" if b else "")
+        lines.append(f"Runner-up {option_name(ru)}: {trade}.")
+    if prices and not brief:
+        lines.append(f"[dim]Prices: {e(price_text(buy))}.[/]")
+    return lines

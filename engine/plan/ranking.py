@@ -1,28 +1,41 @@
 """Purchase ranking and the what-if cost model, as SQL over the store.
 
-"I have $X and need this model trained within D days: what do I buy?" For each hardware option (GPU type
-x count) the best feasible result the trusted sources hold (measured wins over paper, paper over
-predicted; the row says which), its hardware cost (GPUs x price + the base system for that count), the
-cost of one experiment over the hardware's lifespan (plus energy where a power price is set), renting
-instead where a cloud price exists, budget and deadline checks, and the Pareto frontier of cost against
-days. A predicted row (engine/predict/) carries its error band (days_low-days_high) and basis through.
-The inputs go into small temporary tables; one query does the rest. No torch here.
+"I have $X and need this model trained within D days: what do I buy?" Every option is a GPU type x count x
+a system that is sold to hold them (presets/systems.toml: an SXM GPU only on its HGX baseboard, a card only
+where its form factor, width, cooling and power fit); a GPU and count no system takes is listed with why
+(status 'no-system') and never ranked. Each option carries one honest figure: measured first, then
+predicted (engine/predict/, with its band and basis), then a paper row only where its implied MFU is
+plausible; the paper's Table 1 figure for the cell is carried beside (paper_days, paper_mfu) whatever the
+cell is ranked on. Hardware cost = the system without GPUs + GPUs x price, each price dated (stale after 12
+months); cost per experiment = hardware x days / lifespan (the paper's 5-year amortisation by default) +
+energy (the GPUs' TDP x utilisation + the system's base power, x its room's PUE, at the presets' default
+electricity price unless given); renting at the cheapest dated cloud price; budget and deadline checks (the
+deadline against the band: engine/plan/uncertainty.py); the Pareto frontier of cost against days.
+
+`sources == ("paper",)` is the paper's own view: its Table 1/4 rows, implausible ones ranked with their
+flags (an impossible one is refused, as everywhere), its 2024 prices and machines (Tables 5-7), and no
+energy unless a price is given, as the paper computed it.
+
+The options are computed from the presets in Python; one query does the rest. No torch here.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.data.errors import PlannerError
-from engine.data.presets import Presets
+from engine.data.presets import Presets, is_stale
 from engine.data.store import Store
+from engine.plan import uncertainty
 
 # A cell whose only figures are faster than the GPU's peak ("impossible") has status 'refused': it is
 # not ranked, and not called infeasible either.
 SOURCE_GROUPS = {"measured": ("measured",), "paper": ("paper-table1", "paper-table4"), "predicted": ("predicted",)}
-PRIORITY = ("measured", "paper", "predicted")
+PRIORITY = ("measured", "predicted", "paper")  # which figure a cell is ranked on when it has several
+OVERRIDE_SOURCE = "your price (override)"
 
 
 @dataclass(frozen=True)
@@ -33,10 +46,19 @@ class RankRequest:
     gpus_allowed: tuple[str, ...] = ()  # empty: every GPU with a price
     max_gpus: int = 8
     lifespan_years: float = 5.0  # the paper's amortisation period
-    kwh_price_usd: float | None = None
+    kwh_price_usd: float | None = None  # None: the presets' default electricity price (the paper's view: none)
     utilisation: float = 1.0  # share of TDP drawn while training, for the energy cost
-    price_overrides: dict[str, float] = field(default_factory=dict)
-    sources: tuple[str, ...] = PRIORITY
+    price_overrides: dict[str, float] = field(default_factory=dict)  # GPU or system id -> USD
+    sources: tuple[str, ...] = ("measured", "predicted", "paper")
+    today: dt.date | None = None  # for staleness; None: today
+
+    @property
+    def paper_view(self) -> bool:
+        """The paper's own view: only its rows, its prices, its machines."""
+        return tuple(self.sources) == ("paper",)
+
+    def on(self) -> dt.date:
+        return self.today or dt.date.today()
 
     def validate(self, presets: Presets) -> None:
         presets.model(self.model)
@@ -52,15 +74,28 @@ class RankRequest:
             raise PlannerError(f"utilisation is a share of TDP in (0, 1], not {self.utilisation}")
         if self.max_gpus < 1:
             raise PlannerError(f"max GPUs per machine must be at least 1, not {self.max_gpus}")
-        for gpu, usd in self.price_overrides.items():
-            presets.gpu(gpu)
+        for item, usd in self.price_overrides.items():
+            if item not in presets.systems:
+                presets.gpu(item)  # names the GPUs known when it is neither
             if not (usd > 0 and math.isfinite(usd)):
-                raise PlannerError(f"price of {gpu} must be a positive amount, not {usd}")
+                raise PlannerError(f"price of {item} must be a positive amount, not {usd}")
         for gpu in self.gpus_allowed:
             presets.gpu(gpu)
         unknown = [s for s in self.sources if s not in SOURCE_GROUPS]
         if unknown or not self.sources:
             raise PlannerError(f"sources are some of {', '.join(SOURCE_GROUPS)}, not {', '.join(unknown) or 'none'}")
+
+
+def energy_price(req: RankRequest, presets: Presets) -> tuple[float | None, dt.date | None, str]:
+    """The electricity price in use, its date and where it comes from."""
+    if req.kwh_price_usd is not None:
+        return req.kwh_price_usd, None, "the price given"
+    if req.paper_view:
+        return None, None, "the paper's view leaves it out"
+    e = presets.electricity
+    if e is None:
+        return None, None, "no [electricity] preset"
+    return e.usd_per_kwh, e.date, e.source
 
 
 RANK_SQL = """
@@ -70,79 +105,183 @@ WITH cells AS (
                               ORDER BY s.priority, t.days, t.created_at) AS pick
     FROM trials t JOIN rank_sources s ON t.source = s.source
     WHERE t.model = $model AND t.feasible AND t.days IS NOT NULL AND t.plausibility IS DISTINCT FROM 'impossible'
+      -- a paper figure the tool calls implausible is never what a cell is ranked on (but in the paper's view)
+      AND (s.grp <> 'paper' OR $paper_view OR coalesce(t.plausibility, 'ok') = 'ok')
 ),
 best AS (SELECT * FROM cells WHERE pick = 1),
 tried AS (  -- every cell with any row, to tell "infeasible everywhere" from "refused" and "no data"
     SELECT t.gpu, t.num_gpus * t.num_nodes AS n,
            bool_or((t.feasible AND t.days IS NOT NULL AND t.plausibility IS NOT DISTINCT FROM 'impossible')
-                   OR t.failure_kind = 'refused') AS refused_any
+                   OR t.failure_kind = 'refused') AS refused_any,
+           bool_or(s.grp = 'paper' AND t.feasible AND t.days IS NOT NULL
+                   AND t.plausibility = 'implausible') AS implausible_any
     FROM trials t JOIN rank_sources s ON t.source = s.source
     WHERE t.model = $model GROUP BY ALL
 ),
+paper AS (  -- the paper's Table 1 figure for the cell, carried beside whatever the cell is ranked on
+    SELECT gpu, num_gpus * num_nodes AS n, min(days) AS paper_days, arg_min(mfu, days) AS paper_mfu,
+           arg_min(plausibility, days) AS paper_plausibility
+    FROM trials WHERE $with_paper AND model = $model AND source = 'paper-table1' AND feasible AND days IS NOT NULL
+    GROUP BY ALL
+),
 options AS (
-    SELECT p.gpu, tr.n AS num_gpus, p.usd AS gpu_price_usd,
-           (SELECT m.cost_usd FROM rank_machines m WHERE m.num_gpus >= tr.n ORDER BY m.num_gpus LIMIT 1) AS system_usd,
+    SELECT o.gpu, tr.n AS num_gpus, o.system, o.hardware_cost_usd, o.tdp_w, o.base_power_w, o.pue,
+           o.cloud_usd_per_gpu_hour,
            b.days, b.source, b.grp, b.trial_id, b.mfu, b.plausibility, b.free_lunch, b.activation_checkpointing,
            b.sharding, b.offloading, b.micro_batch, b.grad_accum, b.days_low, b.days_high, b.basis,
-           p.tdp_w, p.cloud_usd_per_gpu_hour,
-           CASE WHEN b.days IS NOT NULL THEN 'ok' WHEN tr.refused_any THEN 'refused' ELSE 'infeasible' END AS status
-    FROM tried tr JOIN rank_gpus p ON p.gpu = tr.gpu
+           p.paper_days, p.paper_mfu, p.paper_plausibility,
+           CASE WHEN o.system IS NULL THEN 'no-system' WHEN b.days IS NOT NULL THEN 'ok'
+                WHEN tr.refused_any THEN 'refused' WHEN tr.implausible_any THEN 'implausible'
+                ELSE 'infeasible' END AS status
+    FROM tried tr JOIN rank_options o ON o.gpu = tr.gpu AND o.num_gpus = tr.n
     LEFT JOIN best b ON b.gpu = tr.gpu AND b.num_gpus * b.num_nodes = tr.n
-    WHERE tr.n <= $max_gpus
+    LEFT JOIN paper p ON p.gpu = tr.gpu AND p.n = tr.n
 ),
 costed AS (
-    SELECT *, num_gpus * gpu_price_usd + system_usd AS hardware_cost_usd,
-           CASE WHEN $kwh IS NULL OR days IS NULL THEN 0
-                ELSE tdp_w * num_gpus * $utilisation / 1000.0 * 24 * days * $kwh END AS energy_usd
-    FROM options WHERE system_usd IS NOT NULL
+    SELECT *,
+           CASE WHEN $kwh IS NULL OR days IS NULL OR system IS NULL THEN 0
+                ELSE (tdp_w * num_gpus * $utilisation + base_power_w) * pue / 1000.0 * 24 * days * $kwh
+           END AS energy_usd
+    FROM options
 ),
 ranked AS (
     SELECT *, hardware_cost_usd * days / ($lifespan_years * 365.0) + energy_usd AS cost_per_experiment_usd,
            cloud_usd_per_gpu_hour * num_gpus * 24 * days AS rent_usd,
-           hardware_cost_usd <= $budget AS within_budget,
+           coalesce(hardware_cost_usd <= $budget, false) AS within_budget,
            days IS NOT NULL AND ($deadline IS NULL OR days <= $deadline) AS within_deadline
     FROM costed
 )
-SELECT r.*, days IS NOT NULL AND NOT EXISTS (
-           SELECT 1 FROM ranked o WHERE o.days IS NOT NULL
+SELECT r.*, days IS NOT NULL AND system IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM ranked o WHERE o.days IS NOT NULL AND o.system IS NOT NULL
              AND o.hardware_cost_usd <= r.hardware_cost_usd AND o.days <= r.days
              AND (o.hardware_cost_usd < r.hardware_cost_usd OR o.days < r.days)) AS pareto
 FROM ranked r
-ORDER BY within_budget DESC, days IS NULL, days, hardware_cost_usd
+ORDER BY within_budget DESC, system IS NULL, days IS NULL, days, hardware_cost_usd, gpu, num_gpus
 """
 
 
-def _input_tables(store: Store, req: RankRequest, presets: Presets) -> None:
-    con = store.con
+def _price(usd: float, date: dt.date | None, source: str, today: dt.date) -> dict[str, Any]:
+    return {"usd": usd, "date": date, "source": source, "stale": date is not None and is_stale(date, today)}
+
+
+def options(req: RankRequest, presets: Presets) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every GPU type x count the request allows, with the system it goes in (the cheapest that takes it)
+    and its dated prices, or why no system takes it."""
+    today = req.on()
     allowed = set(req.gpus_allowed) or set(presets.gpus)
-    gpus = []
+    out: dict[tuple[str, int], dict[str, Any]] = {}
     for g in presets.gpus.values():
-        price = req.price_overrides.get(g.id, g.price.usd if g.price else None)
-        if g.id in allowed and price is not None:
-            cloud = [c.usd_per_gpu_hour for c in presets.cloud if c.gpu == g.id]
-            gpus.append((g.id, float(price), g.tdp_w, min(cloud) if cloud else None))
-    sources = [(src, grp, PRIORITY.index(grp)) for grp in req.sources for src in SOURCE_GROUPS[grp]]
-    machines = [(m.num_gpus, m.cost_usd) for m in presets.machines.values()]
-    for name, ddl, rows in (
-        ("rank_gpus", "gpu VARCHAR, usd DOUBLE, tdp_w DOUBLE, cloud_usd_per_gpu_hour DOUBLE", gpus),
-        ("rank_sources", "source VARCHAR, grp VARCHAR, priority INTEGER", sources),
-        ("rank_machines", "num_gpus INTEGER, cost_usd DOUBLE", machines),
+        if g.id not in allowed:
+            continue
+        if g.id in req.price_overrides:
+            gp = _price(req.price_overrides[g.id], today, OVERRIDE_SOURCE, today)
+        else:
+            p = (g.paper_price or g.price) if req.paper_view else g.price
+            if p is None:
+                continue
+            gp = _price(p.usd, p.date, p.source, today)
+        cloud = sorted((c for c in presets.cloud if c.gpu == g.id), key=lambda c: (c.usd_per_gpu_hour, c.provider))
+        rent = cloud[0] if cloud else None
+        for n in range(1, req.max_gpus + 1):
+            o: dict[str, Any] = {"gpu": g.id, "num_gpus": n, "tdp_w": g.tdp_w, "gpu_price": gp, "system": None,
+                                 "system_name": None, "system_short": None, "system_kind": None, "system_price": None,
+                                 "why": None, "base_power_w": 0.0, "pue": 1.0,
+                                 "rent": None if rent is None else {
+                                     "usd_per_gpu_hour": rent.usd_per_gpu_hour, "provider": rent.provider,
+                                     "date": rent.date, "source": rent.source, "stale": is_stale(rent.date, today)}}
+            if req.paper_view:
+                m = presets.machine_for(n)
+                if m is None:
+                    o["why"] = f"the paper's machines hold at most {max(presets.machines, default=0)} GPUs"
+                else:
+                    table = "Table 6" if "Table 6" in m.source else "Table 7" if "Table 7" in m.source else "machines"
+                    o.update(system=f"paper-{m.num_gpus}", system_name=f"the paper's {m.num_gpus}-GPU {m.kind}",
+                             system_short=("T6" if table == "Table 6" else "T7" if table == "Table 7" else "pap"),
+                             system_kind="paper", system_price=_price(m.cost_usd, m.date, m.source, today))
+            else:
+                fits = presets.systems_for(g.id, n)
+                if not fits:
+                    o["why"] = presets.why_no_system(g.id, n)
+                else:
+                    def base(s):
+                        return req.price_overrides.get(s.id, s.price.usd)
+
+                    s = min(fits, key=lambda s: (base(s), s.id))
+                    sp = (_price(req.price_overrides[s.id], today, OVERRIDE_SOURCE, today) if s.id in req.price_overrides
+                          else _price(s.price.usd, s.price.date, s.price.source, today))
+                    o.update(system=s.id, system_name=s.name, system_short=s.short, system_kind=s.kind,
+                             system_price=sp, base_power_w=s.base_power_w, pue=s.pue)
+            if o["system"] is not None:
+                o["hardware_cost_usd"] = o["system_price"]["usd"] + n * gp["usd"]
+                dates = [p["date"] for p in (gp, o["system_price"]) if p["date"] is not None]
+                o["price_date"] = min(dates) if dates else None
+                o["price_stale"] = gp["stale"] or o["system_price"]["stale"]
+            else:
+                o["hardware_cost_usd"], o["price_date"], o["price_stale"] = None, gp["date"], gp["stale"]
+            out[(g.id, n)] = o
+    return out
+
+
+def _input_tables(store: Store, req: RankRequest, opts: dict[tuple[str, int], dict[str, Any]]) -> None:
+    """The options and the trusted sources as temporary tables, each from one statement of column lists
+    (DuckDB binds a list in one go; a row or a parameter at a time costs ~10x more)."""
+    options = [(o["gpu"], o["num_gpus"], o["system"], o["hardware_cost_usd"], o["tdp_w"], o["base_power_w"], o["pue"],
+                o["rent"]["usd_per_gpu_hour"] if o["rent"] else None) for o in opts.values()]
+    order = [g for g in PRIORITY if g in req.sources]
+    sources = [(src, grp, order.index(grp)) for grp in order for src in SOURCE_GROUPS[grp]]
+    for name, columns, data in (
+        ("rank_options", (("gpu", "VARCHAR"), ("num_gpus", "INTEGER"), ("system", "VARCHAR"),
+                          ("hardware_cost_usd", "DOUBLE"), ("tdp_w", "DOUBLE"), ("base_power_w", "DOUBLE"),
+                          ("pue", "DOUBLE"), ("cloud_usd_per_gpu_hour", "DOUBLE")), options),
+        ("rank_sources", (("source", "VARCHAR"), ("grp", "VARCHAR"), ("priority", "INTEGER")), sources),
     ):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({ddl})")
-        if rows:
-            con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in rows[0])})", rows)
+        lists = [list(c) for c in zip(*data)] if data else [[] for _ in columns]
+        select = ", ".join(f"unnest(?::{kind}[]) AS {col}" for col, kind in columns)
+        store.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select}", lists)
+
+
+def measured_gpus(store: Store) -> list[str]:
+    return [r["gpu"] for r in store.query(
+        "SELECT DISTINCT gpu FROM trials WHERE source = 'measured' AND feasible AND days IS NOT NULL")]
 
 
 def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any]]:
-    """Every hardware option for the model, best first among those within budget (see RANK_SQL)."""
+    """Every option for the model, best first among those within budget (see RANK_SQL); the GPU types and
+    counts no system takes follow, with why (status 'no-system')."""
     req.validate(presets)
-    _input_tables(store, req, presets)
-    params = {"model": req.model, "max_gpus": req.max_gpus, "kwh": req.kwh_price_usd, "utilisation": req.utilisation,
-              "lifespan_years": req.lifespan_years, "budget": req.budget_usd, "deadline": req.deadline_days}
+    opts = options(req, presets)
+    _input_tables(store, req, opts)
+    kwh, kwh_date, kwh_source = energy_price(req, presets)
+    params = {"model": req.model, "kwh": kwh, "utilisation": req.utilisation, "lifespan_years": req.lifespan_years,
+              "budget": req.budget_usd, "deadline": req.deadline_days, "paper_view": req.paper_view,
+              "with_paper": "paper" in req.sources}
     rows = store.query_named(RANK_SQL, params)
+    measured = uncertainty.measured_generations(measured_gpus(store), presets)
     for r in rows:
+        o = opts[(r["gpu"], r["num_gpus"])]
+        gp, sp, rent = o["gpu_price"], o["system_price"], o["rent"]
+        r.update(
+            system_name=o["system_name"], system_short=o["system_short"], system_kind=o["system_kind"], why=o["why"],
+            gpu_price_usd=gp["usd"], gpu_price_date=gp["date"], gpu_price_source=gp["source"], gpu_price_stale=gp["stale"],
+            system_price_usd=sp and sp["usd"], system_price_date=sp and sp["date"],
+            system_price_source=sp and sp["source"], system_price_stale=bool(sp and sp["stale"]),
+            price_date=o["price_date"], price_stale=o["price_stale"],
+            rent_provider=rent and rent["provider"], rent_date=rent and rent["date"],
+            rent_source=rent and rent["source"], rent_stale=bool(rent and rent["stale"]),
+            kwh_price_usd=kwh, kwh_date=kwh_date, kwh_source=kwh_source,
+            lifespan_years=req.lifespan_years,
+        )
+        low, high = uncertainty.band(r)
+        r["days_low"], r["days_high"] = low, high
+        r["deadline_verdict"] = uncertainty.deadline_verdict(low, high, req.deadline_days)
+        r["extrapolated"] = uncertainty.extrapolated(r, presets, measured)
         r["config"] = _config(r)
-        r["buy_or_rent"] = None if r["rent_usd"] is None else ("rent" if r["rent_usd"] < r["cost_per_experiment_usd"] else "buy")
+        if r["rent_usd"] is None or r["days"] is None:
+            r["buy_or_rent"] = None
+        elif r["system"] is None:
+            r["buy_or_rent"] = "rent"  # no system sells it this way: renting is the only way
+        else:
+            r["buy_or_rent"] = "rent" if r["rent_usd"] < r["cost_per_experiment_usd"] else "buy"
     return rows
 
 

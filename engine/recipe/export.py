@@ -398,6 +398,7 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
                   + f", trial {ru['trial_id']}."]
     else:
         lines += ["", "Runner-up: none (no other setting was measured usable for this cell)."]
+    lines += _price_lines(plan, presets)
     files = [f"{TRAINING_ARGS} (Hugging Face TrainingArguments)"]
     if plan["files"]["deepspeed"]:
         files.append(f"{DEEPSPEED} (DeepSpeed; \"auto\" values come from {TRAINING_ARGS})")
@@ -408,6 +409,34 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
     lines += ["", f"Check: `tui-planner verify DIR` trains these settings for a few steps on random data and fails "
                   f"when the steady step time is more than 5% from {plan['step_s']:.4g} s."]
     return "\n".join(lines) + "\n"
+
+
+def _price_lines(plan: dict, presets: Presets, today: dt.date | None = None) -> list[str]:
+    """What this hardware costs, each price with its date and source (stale after 12 months, with how to
+    give today's), and the system sold to hold it, or why none is."""
+    if plan["gpu"] == "cpu" or plan["gpu"] not in presets.gpus:
+        return []
+    today = today or dt.date.today()
+    g = presets.gpu(plan["gpu"])
+    n = plan["num_gpus"]
+
+    def priced(p) -> str:
+        stale = (" - STALE, older than 12 months: give today's with `rank --price ID=USD` or a presets file"
+                 if p.stale(today) else "")
+        return f"${p.usd:,.0f} ({p.date.isoformat()}; {p.source}){stale}"
+
+    if g.price is None:
+        return ["", f"Price: the {g.id} preset has none."]
+    lines = ["", f"Price: {g.name} {priced(g.price)} a GPU."]
+    systems = presets.systems_for(g.id, n)
+    if systems:
+        s = systems[0]
+        lines.append(f"  {n} in a {s.name} ({s.id}): the system {priced(s.price)}, "
+                     f"${s.price.usd + n * g.price.usd:,.0f} in all" + (" per node" if plan["num_nodes"] != 1 else "")
+                     + ".")
+    else:
+        lines.append(f"  {n} x {g.id} is not sold as a system: {presets.why_no_system(g.id, n)}.")
+    return lines
 
 
 def _method_lines(plan: dict, model: Model) -> list[str]:

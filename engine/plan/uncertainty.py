@@ -1,0 +1,71 @@
+"""How sure a ranked figure is: its band, the deadline verdict it gives, and whether it is extrapolated to a
+GPU generation nobody measured.
+
+A measured figure is its own band (its repetitions' spread is a few percent); a paper row the ranking uses
+is one whose implied MFU is plausible, and it has no band either; a predicted one carries the leave-one-out
+band stored with it (engine/predict/), its top widened to the paper's plausible figure for the cell when
+that is slower. The deadline verdict reads the band: met when even its top is within
+the deadline, at risk when the deadline falls inside it, missed when even its bottom is past it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from engine.data.generations import generation_of
+from engine.data.presets import Presets
+
+MET, AT_RISK, MISSED = "met", "at risk", "missed"
+
+
+def band(row: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(low, high) days for a ranked row: a prediction's stored band, else the figure itself. A plausible
+    paper figure for the same cell that is slower than a prediction's band widens its top: the paper's
+    timer ran ahead of the GPU, so its figure is if anything short, and a sure verdict must hold at it."""
+    days = row.get("days")
+    if days is None:
+        return None, None
+    low, high = row.get("days_low"), row.get("days_high")
+    if low is None or high is None:
+        return days, days
+    low, high = min(low, days), max(high, days)
+    paper = row.get("paper_days")
+    if row.get("source") == "predicted" and paper is not None and row.get("paper_plausibility") == "ok":
+        high = max(high, paper)
+    return low, high
+
+
+def deadline_verdict(low: float | None, high: float | None, deadline: float | None) -> str | None:
+    """met, at risk or missed for a band against a deadline; None with no figure or no deadline."""
+    if low is None or high is None or deadline is None:
+        return None
+    if high <= deadline:
+        return MET
+    if low > deadline:
+        return MISSED
+    return AT_RISK
+
+
+def generation(gpu: Any) -> str:
+    """A GPU preset's generation as a short name ('Hopper', 'Blackwell data centre'): engine/data/generations.py
+    groups GPUs by their chip; one it does not group goes by its architecture."""
+    g = generation_of(gpu)
+    return g.name.split(" (")[0] if g is not None else str(gpu.architecture).capitalize()
+
+
+def measured_generations(gpus: Iterable[str], presets: Presets) -> set[str]:
+    """The GPU generations the store holds a measurement on, from its measured GPU ids."""
+    return {generation(presets.gpus[g]) for g in gpus if g in presets.gpus}
+
+
+def extrapolated(row: dict[str, Any], presets: Presets, measured: set[str]) -> str | None:
+    """The GPU generation a predicted figure is extrapolated to, when nothing of that generation was
+    measured here (the prediction then carries a fit from another generation over, with factors from
+    published runs or none); None for a measured or paper figure, or a prediction on a measured generation.
+
+    One place decides it, so it can later ask the predictor which generation a prediction rests on (issue
+    23) instead of reading the store's measured GPUs."""
+    if row.get("source") != "predicted" or row.get("gpu") not in presets.gpus:
+        return None
+    name = generation(presets.gpus[row["gpu"]])
+    return None if name in measured else name

@@ -1,0 +1,108 @@
+"""The verdict on a ranking: met, at risk or missed against the band; the fastest option and the best sure
+one named when they differ; an extrapolated figure and an implausible paper figure said as such; prices
+with their dates. Decided by engine/plan/verdict.py, worded by tui_planner/views.py."""
+
+import datetime as dt
+
+from engine.plan.uncertainty import AT_RISK, MET, MISSED, band, deadline_verdict
+from engine.plan.verdict import decide
+from tui_planner import views
+
+
+def _row(gpu, n, cost, days, low=None, high=None, deadline=None, **kw):
+    r = dict(gpu=gpu, num_gpus=n, system="ws4", system_name="4-GPU workstation", system_short="ws4",
+             hardware_cost_usd=cost, days=days, days_low=low if low is not None else days,
+             days_high=high if high is not None else days, cost_per_experiment_usd=cost * days / 1825,
+             within_budget=True, within_deadline=True, pareto=True, source="measured", mfu=0.45,
+             plausibility="ok", config="free-lunch", status="ok", extrapolated=None, paper_days=None,
+             paper_mfu=None, paper_plausibility=None, gpu_price_usd=cost / n, gpu_price_date=dt.date(2026, 5, 1),
+             gpu_price_source="a shop", gpu_price_stale=False, system_price_usd=0.0,
+             system_price_date=dt.date(2026, 6, 1), system_price_source="a quote", system_price_stale=False,
+             price_stale=False)
+    r.update(kw)
+    r["deadline_verdict"] = deadline_verdict(r["days_low"], r["days_high"], deadline)
+    return r
+
+
+def _text(lines):
+    return " ".join(lines)
+
+
+def test_band_and_the_three_deadline_verdicts():
+    assert band({"days": 20.0, "days_low": 18.0, "days_high": 34.0}) == (18.0, 34.0)
+    assert band({"days": 40.5, "days_low": None, "days_high": None}) == (40.5, 40.5)  # measured: no band
+    assert band({"days": None}) == (None, None)
+    assert deadline_verdict(18, 34, 60) == MET  # even the band's top is inside
+    assert deadline_verdict(46, 83, 60) == AT_RISK  # the band straddles the deadline
+    assert deadline_verdict(61, 90, 60) == MISSED  # even its bottom is past it
+    assert deadline_verdict(18, 34, None) is None
+
+
+def test_met_names_the_option_and_says_it_is_sure():
+    rows = [_row("rtx6000ada", 4, 39_824, 25.2, 25.2, 43.3, deadline=60, source="predicted",
+                 extrapolated="Ampere and Ada workstation and consumer"),
+            _row("rtx6000ada", 2, 19_912, 50.3, 50.3, 86.6, deadline=60, source="predicted")]
+    v = decide(rows, 60)
+    assert v.outcome == MET and v.buy is rows[0] and v.fastest is rows[0] and v.runner_up is rows[1]
+    text = _text(views.verdict_lines(v, "pythia-1b", 50_000, 60))
+    assert "Buy 4 x RTX6000ADA in a 4-GPU workstation" in text and "25.2 days (25-43)" in text
+    assert "meets the deadline even at its band's top" in text
+    assert "extrapolated to Ampere and Ada workstation and consumer GPUs, a generation nobody measured" in text
+    assert "Runner-up 2 x RTX6000ADA" in text and "at risk" in text  # what saving $19,912 risks
+    assert "2026-05-01" in text and "a shop" in text  # the buy's prices, dated, with their source
+
+
+def test_the_fastest_and_the_best_sure_one_when_they_differ():
+    fast = _row("rtx5090", 2, 12_000, 22.6, 20.0, 36.0, deadline=30, source="predicted")
+    sure = _row("h100nvl", 2, 74_000, 23.3, 22.0, 27.0, deadline=30, source="predicted")
+    v = decide([fast, sure], 30)
+    assert v.outcome == MET and v.buy is sure and v.fastest is fast
+    text = _text(views.verdict_lines(v, "m", 100_000, 30))
+    assert "Buy 2 x H100NVL" in text and "Fastest" in text and "2 x RTX5090" in text and "at risk" in text
+
+
+def test_at_risk_and_missed_say_what_meeting_it_would_cost():
+    risky = _row("rtx6000ada", 1, 12_956, 52.9, 46.3, 83.3, deadline=60, source="predicted")
+    dear = _row("h100", 8, 285_000, 5.2, 4.6, 8.1, deadline=60, within_budget=False, source="predicted")
+    v = decide([risky, dear], 60)
+    assert v.outcome == AT_RISK and v.fastest is risky and v.to_meet is dear
+    text = _text(views.verdict_lines(v, "pythia-2.8b", 20_000, 60))
+    assert "Deadline at risk" in text and "band reaches 83" in text and "past 60" in text
+    assert "Meeting the deadline for sure needs $285,000" in text
+    late = _row("rtx3090", 2, 7_500, 257.0, 257.0, 443.0, deadline=120, source="predicted")
+    v = decide([late, dear], 120)
+    assert v.outcome == MISSED and "Nothing meets the deadline" in _text(views.verdict_lines(v, "m", 20_000, 120))
+
+
+def test_an_implausible_paper_figure_is_said_beside_never_as_the_figure():
+    r = _row("a6000", 8, 52_400, 29.6, 29.6, 51.0, deadline=60, source="predicted", paper_days=22.0,
+             paper_mfu=0.81, paper_plausibility="implausible")
+    text = _text(views.verdict_lines(decide([r], 60), "pythia-1b", 60_000, 60))
+    assert "29.6 days (30-51)" in text and "paper: 22.0 days, implies 81% of peak (implausible)" in text
+
+
+def test_nothing_within_budget_and_nothing_at_all():
+    r = _row("h100", 8, 285_000, 5.2, deadline=60, within_budget=False)
+    v = decide([r], 60)
+    assert v.outcome == "over budget" and v.cheapest is r and v.to_meet is r
+    assert "Nothing fits the budget" in _text(views.verdict_lines(v, "m", 1_000, 60))
+    unsold = _row("h100", 1, 0, 40.5, system=None)  # no system sells it: not an option
+    assert decide([unsold], 60).outcome == "no results"
+
+
+def test_a_stale_price_says_how_to_give_todays():
+    r = _row("rtx3090", 2, 7_500, 100.0, deadline=120, gpu_price_stale=True, price_stale=True)
+    text = _text(views.verdict_lines(decide([r], 120), "m", 20_000, 120))
+    assert "--price rtx3090=USD" in text and "Prices field" in text and "presets" in text
+    brief = _text(views.verdict_lines(decide([r], 120), "m", 20_000, 120, brief=True))
+    assert "rtx3090=USD" in brief and "p lists every price" in brief
+
+
+def test_a_plausible_paper_figure_slower_than_the_prediction_widens_the_band():
+    """The paper's timer ran ahead of the GPU: its plausible figure is if anything short, so a prediction
+    faster than it cannot call the deadline sure below it."""
+    r = {"days": 81.0, "days_low": 75.0, "days_high": 111.0, "source": "predicted", "paper_days": 114.0,
+         "paper_plausibility": "ok"}
+    assert band(r) == (75.0, 114.0)
+    assert band(dict(r, paper_plausibility="implausible")) == (75.0, 111.0)  # never an implausible one
+    assert band(dict(r, source="measured", days_low=None, days_high=None)) == (81.0, 81.0)  # a measurement stands
