@@ -1,13 +1,15 @@
 """The Textual app, driven as a person would: real key presses (Textual's Pilot), a real DuckDB file,
 a real tiny sweep on the CPU from the Benchmark screen, and the real console command inside tmux.
 
-The app reads a database built here from committed data (the paper's tables and one measured H100
-file), so the screens do not change when the shipped database gains rows.
+The app reads a database built here from committed data (the paper's tables, one measured H100 file and
+a fixed set of predicted Pythia-1B rows), so the screens do not change when the shipped database gains
+rows or the predictor changes; prices turn stale against a fixed date.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import shutil
 import subprocess
@@ -31,6 +33,8 @@ from tui_planner.app.screens.dialogs import HelpScreen, TrialDetail, binding_row
 
 SIZE = (80, 24)
 MEASURED = ROOT / "data" / "measured" / "superseded" / "h100-x1-2026-11-22.jsonl"  # a fixed data set
+PREDICTED = FIXTURES / "app" / "predicted-pythia-1b.jsonl"  # the predictor's rows of 2026-11-24, fixed
+TODAY = dt.date(2026, 11, 24)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +43,7 @@ def db(tmp_path_factory) -> Path:
     with Store.open(path, read_only=False) as store:
         paperdb.add_paper(store, ROOT / "data" / "paper", load_presets(include_user=False))
         import_jsonl(store, MEASURED)
+        import_jsonl(store, PREDICTED)
         store.con.execute("CHECKPOINT")
     return path
 
@@ -50,6 +55,7 @@ def _fixed_data_home(monkeypatch):
 
 def make_app(db: Path, **kw) -> PlannerApp:
     paths = kw.pop("presets", ())
+    kw.setdefault("today", TODAY)
     return PlannerApp(load_presets(include_user=False, extra=paths), db, preset_paths=paths, **kw)
 
 
@@ -92,42 +98,51 @@ def test_bad_money_says_what_is_wrong(text):
 
 
 def test_price_overrides_name_unknown_gpus():
-    assert st.parse_prices("h100=25k a100=12000", ["h100", "a100"]) == (("h100", 25_000.0), ("a100", 12_000.0))
-    with pytest.raises(Exception, match="no GPU called 'h900'"):
+    assert st.parse_prices("h100=25k ws4=12000", ["h100", "ws4"]) == (("h100", 25_000.0), ("ws4", 12_000.0))
+    with pytest.raises(Exception, match="no GPU or system called 'h900'"):
         st.parse_prices("h900=1", ["h100"])
-    with pytest.raises(Exception, match="GPU=USD"):
+    with pytest.raises(Exception, match="ID=USD"):
         st.parse_prices("h100", ["h100"])
 
 
-def _row(gpu, n, cost, days, **kw):
-    base = dict(gpu=gpu, num_gpus=n, hardware_cost_usd=cost, days=days, cost_per_experiment_usd=cost * days / 1825,
-                within_budget=True, within_deadline=True, pareto=True, source="measured", mfu=0.4, plausibility="ok",
-                config="free-lunch")
+def _row(gpu, n, cost, days, deadline=60, **kw):
+    base = dict(gpu=gpu, num_gpus=n, system="ws4", system_name="4-GPU workstation", system_short="ws4",
+                hardware_cost_usd=cost, days=days, days_low=days, days_high=days,
+                cost_per_experiment_usd=cost * days / 1825, within_budget=True, within_deadline=True, pareto=True,
+                source="measured", mfu=0.4, plausibility="ok", config="free-lunch", status="ok", extrapolated=None,
+                paper_days=None, gpu_price_usd=cost / n, gpu_price_date=TODAY, gpu_price_source="x",
+                gpu_price_stale=False, system_price_usd=0, system_price_date=TODAY, system_price_source="y",
+                system_price_stale=False, price_stale=False)
     base.update(kw)
+    from engine.plan.uncertainty import deadline_verdict
+
+    base["deadline_verdict"] = deadline_verdict(base["days_low"], base["days_high"], deadline)
     return base
 
 
 def test_verdict_names_the_winner_and_what_the_runner_up_trades():
     s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
-    rows = [_row("h100", 2, 62_000, 25), _row("h100", 1, 31_000, 51)]
+    rows = [_row("h100", 4, 150_000, 10, within_budget=False), _row("a6000", 4, 23_200, 25),
+            _row("a6000", 2, 11_600, 51)]
     lines = st.verdict(rows, s)
-    assert "Buy 2 x H100" in lines[0] and "25.0 days" in lines[0]
-    assert "Runner-up 1 x H100: saves $31,000 but takes 26.0 more days" in lines[-1]
+    assert "Buy 4 x A6000 in a 4-GPU workstation" in lines[0] and "25.0 days" in lines[0]
+    assert "Runner-up 2 x A6000 in a 4-GPU workstation: saves $11,600 but takes 26.0 more days" in lines[-1]
 
 
 def test_verdict_warns_when_the_winner_rests_on_an_implausible_figure():
-    s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
+    """The paper's own view ranks on its figures, flags intact."""
+    s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60, sources=("paper",))
     lines = st.verdict([_row("a6000", 8, 49_000, 22, source="paper-table1", mfu=0.81, plausibility="implausible")], s)
     assert "implausible" in lines[1] and "expect longer" in lines[1]
 
 
 def test_verdict_when_nothing_fits_says_what_it_would_take():
     s = st.PlanState(model="m", budget_usd=20_000, deadline_days=30)
-    rows = [_row("h100", 1, 31_000, 51, within_budget=False, within_deadline=False),
-            _row("h100", 2, 62_000, 25, within_budget=False)]
+    rows = [_row("h100", 4, 150_000, 51, within_budget=False, deadline=30),
+            _row("h100", 8, 285_000, 25, within_budget=False, deadline=30)]
     lines = st.verdict(rows, s)
-    assert "Nothing fits the budget" in lines[0] and "$31,000" in lines[0]
-    assert "Meeting the deadline needs $62,000" in lines[1]
+    assert "Nothing fits the budget" in lines[0] and "$150,000" in lines[0]
+    assert "Meeting the deadline for sure needs $285,000" in lines[1]
 
 
 def test_chart_draws_points_frontier_and_the_budget_and_deadline_lines():
@@ -229,7 +244,8 @@ def test_chart_picks_points_and_switches_axis(db):
             await pilot.pause(0.2)
             assert type(app.screen).__name__ == "ChartScreen"
             await pilot.press("right")
-            cheapest = min((r for r in app.ranking.rows if r["days"]), key=lambda r: r["hardware_cost_usd"])
+            cheapest = min((r for r in app.ranking.rows if r["days"] and r["system"]),
+                           key=lambda r: r["hardware_cost_usd"])
             assert f"{cheapest['num_gpus']} x {cheapest['gpu']}" in text(app, "#chart-info")
             await pilot.press("right_square_bracket")
             await ranked(pilot, app, budget_usd=60_000)
@@ -572,8 +588,9 @@ def test_a_measured_trial_shows_and_exports_its_training_settings(db, tmp_path):
 
 def test_verdict_on_a_predicted_winner_says_so_with_its_band():
     s = st.PlanState(model="m", budget_usd=100_000, deadline_days=60)
-    lines = st.verdict([_row("b200", 1, 36_000, 21.3, source="predicted", days_low=18.0, days_high=26.0)], s)
-    assert "predicted, not measured (18.0-26.0 days)" in lines[1] and "implausible" not in lines[1]
+    lines = st.verdict([_row("rtx6000ada", 4, 39_824, 21.3, source="predicted", days_low=18.0, days_high=26.0)], s)
+    assert "21.3 days (18-26)" in lines[0] and "meets the deadline even at its band's top" in lines[0]
+    assert "predicted, not measured" in lines[1] and "implausible" not in lines[1]
 
 
 def test_quitting_cancels_the_exit_watchdog(db):
@@ -590,3 +607,41 @@ def test_quitting_cancels_the_exit_watchdog(db):
 
     app = asyncio.run(go())
     assert app._watchdog is not None and app._watchdog.finished.is_set()  # cancelled: it will not fire
+
+
+def test_plan_shows_systems_bands_dated_prices_and_the_override_that_fixes_a_stale_one(db):
+    async def go():
+        app = make_app(db, today=dt.date(2028, 1, 1))  # every shipped price is then older than 12 months
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            screen = app.screen
+            table = screen.query_one("#ranking", DataTable)
+            first = app.ranking.rows[0]
+            assert first["system"] and first["price_stale"] and first["deadline_verdict"] == "met"
+            assert str(table.get_cell_at((0, 2))).strip() == first["system_short"]
+            assert str(table.get_cell_at((0, 3))).strip().endswith("°")  # stale: marked where the cost is
+            assert "-" in str(table.get_cell_at((0, 4)))  # a prediction shows its band
+            assert not any(r["system"] is None for r in screen.option_rows)  # only systems that exist
+            option = text(app, "#option")
+            assert fmt_date(first["gpu_price_date"]) in option and "stale" in option
+            verdict = text(app, "#verdict")
+            assert "in a" in verdict and "over 12 months old" in verdict and f"{first['gpu']}=USD" in verdict
+            await pilot.press("p")  # every price with its date and source
+            await pilot.pause(0.3)
+            assert type(app.screen).__name__ == "PricesScreen"
+            listing = str(app.screen.query_one("#price-list Static", Static).render())
+            assert "ws4" in listing and "stale" in listing and "2026-" in listing
+            await pilot.press("escape")
+            # today's price of the system, typed in the Prices field, replaces the stale one
+            system = first["system"]
+            await pilot.press("e", "tab", "tab", "tab", "tab", *f"{system}=1000", "enter")
+            await ranked(pilot, app, price_overrides=((system, 1000.0),))
+            same = next(r for r in app.ranking.rows if r["gpu"] == first["gpu"] and r["num_gpus"] == first["num_gpus"])
+            assert same["hardware_cost_usd"] == first["num_gpus"] * first["gpu_price_usd"] + 1000
+            assert not same["system_price_stale"] and same["gpu_price_stale"]
+
+    asyncio.run(go())
+
+
+def fmt_date(d) -> str:
+    return d.isoformat()

@@ -73,6 +73,22 @@ kind = "[link=https://x]y[/link]"
 cost_usd = 1000
 source = "cpu[/]"
 
+[systems.evilbox]
+name = "cpu[/] box"
+short = "[/]"
+kind = "hgx"
+gpu_counts = [4]
+gpu_form_factors = ["sxm"]
+gpu_models = ["h100"]
+max_gpu_tdp_w = 700
+gpu_power_budget_w = 2800
+base_power_w = 1000
+circuits = "[link=https://x]y[/link]"
+[systems.evilbox.price]
+usd = 1000
+date = 2024-01-01
+source = "a\\u001b[31mred [blink]z"
+
 [[cloud]]
 gpu = "h100"
 provider = "[blink]z"
@@ -123,15 +139,15 @@ def evil(tmp_path_factory) -> dict[str, Path]:
                   versions=LINK, topology=NEWLINE, command=f"$(touch pwned) {CPU}", status="done", note=BLINK)
         store.add_run(run)
         store.add_trials(_trials(run.run_id))
-    # For rank: a 2-GPU result whose sharding is not one the engine knows (`predict` fails on such a row,
-    # an engine matter, so it sits in a file of its own).
+    # For rank: a 4-GPU result (an HGX server: the 1-GPU cell is not sold as a system) whose sharding is not
+    # one the engine knows (`predict` fails on such a row, an engine matter, so it sits in a file of its own).
     ranked = folder / "ranked.duckdb"
     with Store.open(ranked, read_only=False) as store:
         store.add_run(run)
         store.add_trials(_trials(run.run_id) + [
-            Trial(feasible=True, source="measured", model=MODEL, gpu="h100", num_gpus=2, free_lunch=True,
+            Trial(feasible=True, source="measured", model=MODEL, gpu="h100", num_gpus=4, free_lunch=True,
                   sharding=BLINK, activation_checkpointing=False, offloading=False, micro_batch=4, grad_accum=2,
-                  days=3.0, mfu=0.3, plausibility="ok", key=f"{MODEL}|h100|2|1|free-lunch|cuda", run_id=run.run_id)])
+                  days=3.0, mfu=0.3, plausibility="ok", key=f"{MODEL}|h100|4|1|free-lunch|cuda", run_id=run.run_id)])
     return {"db": db, "ranked": ranked, "presets": root / "presets"}
 
 
@@ -211,10 +227,11 @@ def test_a_preset_id_with_markup_is_refused_with_a_clear_error(tmp_path, capsys)
 
 
 def test_rank_and_predict_show_the_model_and_its_rows(evil, capsys):
-    code, out, err = run_cli(capsys, "rank", "--model", MODEL, "--budget", "100000", "--db", str(evil["ranked"]),
+    code, out, err = run_cli(capsys, "rank", "--model", MODEL, "--budget", "200000", "--db", str(evil["ranked"]),
                              "--presets", str(evil["presets"]))
     assert code == 0, err
-    assert_shown(out, f"{MODEL}: budget $100,000", "1 x h100", "2 x h100", f"FL {BLINK} 4x2")
+    assert_shown(out, f"{MODEL}: budget $200,000", "1 x h100", "4x h100", f"free-lunch, {BLINK}, micro-batch 4 x 2",
+                 "in a cpu[/] box", f"evilbox (cpu[/] box) $1,000, 2024-01-01: {SHOWN_ESC} {BLINK}", " [/] ")
     code, out, err = run_cli(capsys, "predict", "--model", MODEL, "--gpu", "h100", "--db", str(evil["db"]),
                              "--presets", str(evil["presets"]))
     assert code == 0, err
@@ -269,17 +286,20 @@ def test_plan_and_chart_show_the_database_text_as_text(evil):
             screen = app.screen
             await settle(pilot, lambda: app.ranking is not None and screen.query_one("#ranking", DataTable).row_count)
             assert MODEL in shown(screen.query_one("#title", Static))
-            await pilot.press(*"]" * 6)  # budget $110k: two H100s fit, and win on a row with an unknown sharding
-            await settle(pilot, lambda: app.ranking.state.budget_usd == 110_000)
+            await pilot.press(*"]" * 10)  # budget $150k: an HGX server of four H100s fits, and wins on a row
+            await settle(pilot, lambda: app.ranking.state.budget_usd == 150_000)  # with an unknown sharding
             verdict = shown(screen.query_one("#verdict", Static))
-            assert "Buy 2 x H100" in verdict and f"free-lunch, {BLINK}, micro-batch 4 x 2" in verdict
+            assert "Buy 4 x H100 in a cpu[/] box" in verdict and f"free-lunch, {BLINK}, micro-batch 4 x 2" in verdict
+            option = shown(screen.query_one("#option", Static))  # its prices, stale, sources verbatim
+            assert "cpu[/] box" in option and "+ evilbox $1,000 (2024-01-01, stale)" in option
+            assert SHOWN_ESC[:5] in option and "\x1b" not in option
             # what a person types is text too: a bracket in the budget box is an error message, not markup
             await pilot.press("e", *"[/]")  # e: edit the budget (its text selected)
             await pilot.pause(0.2)
             assert "budget: '[/]' is not an amount" in shown(screen.query_one("#verdict", Static))
             await pilot.press("escape")
             table = screen.query_one("#ranking", DataTable)
-            assert "2 x h100" in cells(table, 1)
+            assert "4x h100" in cells(table, 1)[0]
             # the winner's details: its sharding verbatim; the export cannot read that row, and says so
             table.focus()
             await pilot.press("enter")

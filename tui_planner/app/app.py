@@ -7,6 +7,7 @@ a query; the Benchmark screen writes its own database through the engine (engine
 
 from __future__ import annotations
 
+import datetime as dt
 import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -62,7 +63,7 @@ class PlannerApp(App):
     db_path: reactive[str] = reactive("", init=False)
 
     def __init__(self, presets: Presets, db: str | Path, model: str | None = None, preset_paths: tuple[str, ...] = (),
-                 light: bool = False) -> None:
+                 light: bool = False, today: dt.date | None = None) -> None:
         super().__init__()
         self.presets = presets
         self.preset_paths = tuple(preset_paths)
@@ -72,7 +73,7 @@ class PlannerApp(App):
         self.theme = LIGHT if light else DARK
         first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
         presets.model(first)
-        self.initial = PlanState(model=first)
+        self.initial = PlanState(model=first, today=today)  # today: when prices turn stale (tests fix it)
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
 
     # --- life cycle ----------------------------------------------------------------------------------

@@ -6,20 +6,22 @@ No Textual here: the nudges and the verdict are plain functions, so they are tes
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from engine.data.errors import PlannerError
 from tui_planner import args as arg
-from tui_planner import format as fmt
+from tui_planner import views
 
 BUDGET_STEP_USD = 10_000
 DEADLINE_STEP_DAYS = 10
 SOURCE_CHOICES = (
-    ("all", ("measured", "paper", "predicted")),
+    ("all", ("measured", "predicted", "paper")),
     ("measured+paper", ("measured", "paper")),
+    ("measured+predicted", ("measured", "predicted")),
     ("measured", ("measured",)),
-    ("paper", ("paper",)),
+    ("paper's view", ("paper",)),  # its rows with their flags, its 2024 prices and machines
     ("predicted", ("predicted",)),
 )
 
@@ -31,11 +33,12 @@ class PlanState:
     deadline_days: float | None = 100  # the paper's "100 days"
     gpus_allowed: tuple[str, ...] = ()  # empty: every GPU with a price
     lifespan_years: float = 5.0
-    kwh_price_usd: float | None = None
-    price_overrides: tuple[tuple[str, float], ...] = ()
-    sources: tuple[str, ...] = ("measured", "paper", "predicted")
+    kwh_price_usd: float | None = None  # None: the presets' dated default (0: no energy cost)
+    price_overrides: tuple[tuple[str, float], ...] = ()  # GPU or system id, USD
+    sources: tuple[str, ...] = ("measured", "predicted", "paper")
     max_gpus: int = 8
     x_axis: str = "hardware"  # chart: "hardware" cost or cost per "experiment"
+    today: dt.date | None = None  # when prices turn stale; None: today
 
     def request(self) -> Any:
         from engine.plan.ranking import RankRequest
@@ -44,6 +47,7 @@ class PlanState:
             model=self.model, budget_usd=self.budget_usd, deadline_days=self.deadline_days,
             gpus_allowed=self.gpus_allowed, max_gpus=self.max_gpus, lifespan_years=self.lifespan_years,
             kwh_price_usd=self.kwh_price_usd, price_overrides=dict(self.price_overrides), sources=self.sources,
+            today=self.today,
         )
 
 
@@ -117,75 +121,26 @@ def parse_optional(text: str, what: str, unit: str) -> float | None:
 
 
 def parse_prices(text: str, known: Sequence[str]) -> tuple[tuple[str, float], ...]:
-    """'h100=25000 a100=12k' -> (("h100", 25000.0), ("a100", 12000.0))."""
+    """'h100=25000 ws4=12k' -> (("h100", 25000.0), ("ws4", 12000.0)): a GPU's price (per GPU) or a system's
+    (without its GPUs); `known` is the ids of both."""
     out = []
     for item in text.replace(",", " ").split():
         gpu, sep, usd = item.partition("=")
         if not sep:
-            raise PlannerError(f"prices: {item!r} should be GPU=USD, e.g. h100=25000")
+            raise PlannerError(f"prices: {item!r} should be ID=USD, e.g. h100=25000")
         if gpu not in known:
-            raise PlannerError(f"prices: no GPU called {gpu!r}; known: {', '.join(known)}")
+            raise PlannerError(f"prices: no GPU or system called {gpu!r}; known: {', '.join(known)}")
         out.append((gpu, parse_money(usd, f"price of {gpu}")))
     return tuple(out)
 
 
-def _option(r: dict) -> str:
-    """An option as markup: its GPU id comes from a preset or a database."""
-    return f"{r['num_gpus']} x {fmt.esc(r['gpu'].upper())}"
-
-
-def _basis(r: dict) -> str:
-    """Where the winner's figure comes from, as plain text (the caller escapes it)."""
-    src = (r.get("source") or "").replace("paper-table", "paper Table ")
-    flag = r.get("plausibility")
-    if flag in fmt.FLAG_MARK:
-        return f"{src}: MFU {fmt.mfu(r['mfu'])} is {flag}, expect longer"
-    if src == "predicted":
-        band = (f" ({fmt.days(r['days_low'])}-{fmt.days(r['days_high'])} days)"
-                if r.get("days_low") and r.get("days_high") else "")
-        return f"predicted, not measured{band}"
-    return f"{src}, MFU {fmt.mfu(r['mfu'])}" if r.get("mfu") is not None else src
-
-
 def verdict(rows: list[dict], s: PlanState) -> list[str]:
-    """Which option wins and why, and what the runner-up trades: a few lines of rich markup, each value
-    from a preset or the database in it escaped (the Plan screen shows it through app/text.content)."""
-    usable = [r for r in rows if r.get("days") is not None]
-    if not usable:
-        return [f"[b]No results for {fmt.esc(s.model)}[/b] on the allowed GPUs and sources.",
-                "Widen the GPUs or sources (s), or benchmark it (3)."]
-    fits = [r for r in usable if r["within_budget"] and r["within_deadline"]]
-    lines: list[str] = []
-    if not fits:
-        in_budget = [r for r in usable if r["within_budget"]]
-        if in_budget:
-            fastest = min(in_budget, key=lambda r: r["days"])
-            lines.append(f"[b yellow]Nothing meets the deadline[/] within {fmt.usd(s.budget_usd)}: the fastest is "
-                         f"{_option(fastest)} at {fmt.days(fastest['days'])} days ({fmt.usd(fastest['hardware_cost_usd'])}).")
-        else:
-            cheapest = min(usable, key=lambda r: r["hardware_cost_usd"])
-            lines.append(f"[b yellow]Nothing fits the budget[/]: the cheapest option is {_option(cheapest)} at "
-                         f"{fmt.usd(cheapest['hardware_cost_usd'])} ({fmt.days(cheapest['days'])} days).")
-        faster = [r for r in usable if r["within_deadline"]]
-        if faster:
-            need = min(faster, key=lambda r: r["hardware_cost_usd"])
-            lines.append(f"Meeting the deadline needs {fmt.usd(need['hardware_cost_usd'])}: {_option(need)}, "
-                         f"{fmt.days(need['days'])} days.")
-        return lines
-    win = min(fits, key=lambda r: (r["days"], r["hardware_cost_usd"]))
-    lines.append(f"[b green]Buy {_option(win)}[/] ({fmt.usd(win['hardware_cost_usd'])}): "
-                 f"{fmt.days(win['days'])} days, {fmt.usd(win['cost_per_experiment_usd'])}/run; fastest that fits.")
-    lines.append(f"[dim]{fmt.esc(_basis(win))}{'; ' + fmt.esc(win['config']) if win.get('config') else ''}.[/]")
-    others = [r for r in fits if r is not win]
-    if others:
-        cheaper = [r for r in others if r["hardware_cost_usd"] < win["hardware_cost_usd"]]
-        runner = min(cheaper or others, key=lambda r: (r["days"], r["hardware_cost_usd"]))
-        saved = win["hardware_cost_usd"] - runner["hardware_cost_usd"]
-        slower = runner["days"] - win["days"]
-        trade = (f"saves {fmt.usd(saved)}" if saved > 0 else f"costs {fmt.usd(-saved)} more") + (
-            f" but takes {fmt.days(slower)} more days" if slower > 0 else "")
-        lines.append(f"Runner-up {_option(runner)}: {trade}.")
-    return lines
+    """Which option to buy and how sure that is, and what the fastest and the runner-up trade: a few lines of rich markup, each value from a preset or the database in it escaped (the
+    Plan screen shows it through app/text.content; the line under its table shows the highlighted option's
+    prices). engine/plan/verdict.py decides; views.py words it."""
+    from engine.plan.verdict import decide
+
+    return views.verdict_lines(decide(rows, s.deadline_days), s.model, s.budget_usd, s.deadline_days, brief=True)
 
 
 @dataclass

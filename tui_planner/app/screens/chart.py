@@ -54,10 +54,12 @@ class ChartScreen(WhatIfScreen):
         s = result.state
         per_run = s.x_axis == "experiment"
         key = "cost_per_experiment_usd" if per_run else "hardware_cost_usd"
-        self.rows = sorted((r for r in result.rows if r["days"] is not None and r[key]), key=lambda r: r[key])
+        self.rows = sorted((r for r in result.rows if r["days"] is not None and r["system"] is not None and r[key]),
+                           key=lambda r: r[key])
         c = self.query_one(ScatterChart)
         c.points = tuple(chart.Point(r[key], r["days"], f"{r['num_gpus']} x {r['gpu']}", bool(r["pareto"]),
-                                     bool(r["within_budget"] and r["within_deadline"])) for r in self.rows)
+                                     bool(r["within_budget"] and r.get("deadline_verdict") in (None, "met")))
+                          for r in self.rows)
         c.budget = None if per_run else s.budget_usd
         c.deadline = s.deadline_days
         c.x_title = "cost per experiment" if per_run else "hardware cost"
@@ -75,12 +77,17 @@ class ChartScreen(WhatIfScreen):
             info.update(content(f"[b red]{fmt.esc(error, newlines=True)}[/]"))
             return
         if c.selected is None or c.selected >= len(self.rows):
-            info.update(f"{len(self.rows)} options. ←/→ pick one; [ ] budget, , . deadline, c axis.")
+            info.update(f"{len(self.rows)} options (GPUs in a system sold to hold them). ←/→ pick one; "
+                        "c axis.")
             return
         r = self.rows[c.selected]
         flag = f" [red]MFU {fmt.mfu(r['mfu'], r['plausibility'])}[/]" if r["plausibility"] in fmt.FLAG_MARK else ""
-        info.update(content(f"[b]{r['num_gpus']} x {fmt.esc(r['gpu'])}[/b] {fmt.usd(r['hardware_cost_usd'])}, "
-                            f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run, "
+        band = fmt.band(r.get("days_low"), r.get("days_high"))
+        stale = f"[yellow]{fmt.STALE_MARK}[/]" if r.get("price_stale") else ""
+        info.update(content(f"[b]{r['num_gpus']} x {fmt.esc(r['gpu'])}[/b] {fmt.esc(r['system_short'] or '')} "
+                            f"{fmt.usd(r['hardware_cost_usd'])}{stale} ({fmt.date(r['price_date'])}), "
+                            f"{fmt.days(r['days'])}{f' ({band})' if band else ''} d, "
+                            f"{fmt.usd(r['cost_per_experiment_usd'])}/run, "
                             f"{fmt.esc(r['source'])}{' · Pareto' if r['pareto'] else ''}{flag}"))
 
     def action_select(self, step: int) -> None:

@@ -28,9 +28,11 @@ SCREENS = (
 
 HELP_INTRO = (
     "[b]tui-planner[/b]: how long pre-training takes on which GPUs, with which settings, and what to buy. "
-    "Numbers come from the current database: [b]measured[/b] (synchronized timings), the [b]paper[/b]'s "
-    "tables (T1, T4; MFU marked [b]![/b] above 60% of peak, [b]!![/b] above 100%: its timer did not "
-    "synchronize), or [b]predicted[/b]. A [b]†[/b] marks a time measured with a dense causal mask (the engine "
+    "Numbers come from the current database: [b]measured[/b] (synchronized timings), [b]predicted[/b] (with "
+    "its low-high band), or the [b]paper[/b]'s tables (T1, T4; MFU marked [b]![/b] above its generation's "
+    "plausible line, [b]!![/b] above 100%: its timer did not synchronize; an implausible one is shown beside, "
+    "never ranked on, except in the paper's own view). Options are GPUs in systems that are sold to hold "
+    "them; each price is dated ([b]°[/b]: older than 12 months, [b]p[/b] lists them). A [b]†[/b] marks a time measured with a dense causal mask (the engine "
     "before its 2026-11-23 fix: today's is faster). [b]ctrl+p[/b] opens the command palette: every action, by name.\n"
 )
 
@@ -66,6 +68,53 @@ class HelpScreen(ModalScreen[None]):
                 current = title
             lines.append(f"  [b]{fmt.esc(f'{keys:<10}')}[/] {fmt.esc(what)}")
         with VerticalScroll(id="help"):
+            yield Static(content("\n".join(lines)))
+            yield Label("[dim]escape closes[/]")
+
+
+class PricesScreen(ModalScreen[None]):
+    """Every price the planner uses, with its date and source; a stale one (older than 12 months) marked,
+    and how to give today's."""
+
+    BINDINGS = [Binding("escape,q,p", "dismiss", "Close")]
+
+    def __init__(self, today: Any = None) -> None:
+        super().__init__()
+        self.today = today
+
+    def compose(self) -> ComposeResult:
+        import datetime as dt
+
+        from engine.data.presets import is_stale
+
+        presets = self.app.presets
+        today = self.today or dt.date.today()
+        e = fmt.esc
+
+        def line(what: str, usd: str, when: Any, source: str) -> str:
+            stale = f" [yellow]{fmt.STALE_MARK} stale[/]" if when is not None and is_stale(when, today) else ""
+            return f"  [b]{e(what)}[/b] {usd}, {fmt.date(when)}{stale}: [dim]{e(source)}[/]"
+
+        lines = ["[b]Prices[/b], each with its date and source. One older than 12 months is stale "
+                 f"({fmt.STALE_MARK} in the ranking): give today's in the Prices field (e: [b]h100=25000 "
+                 "ws4=14000[/b]), with [b]rank --price ID=USD[/b], or in a presets file "
+                 f"([b]{e('[gpus.ID.price]')}[/b], [b]{e('[systems.ID.price]')}[/b] in "
+                 "~/.config/tui-planner/presets/).",
+                 "", "[b u]GPUs[/] (per GPU)"]
+        lines += [line(g.id, fmt.usd(g.price.usd), g.price.date, g.price.source)
+                  for g in presets.gpus.values() if g.price]
+        lines += ["", "[b u]Systems[/] (without their GPUs; an HGX server: its quoted price less its GPUs)"]
+        lines += [line(f"{sy.id} {sy.name}", fmt.usd(sy.price.usd), sy.price.date, sy.price.source)
+                  for sy in presets.systems.values()]
+        if presets.electricity is not None:
+            el = presets.electricity
+            lines += ["", "[b u]Electricity[/] (the $/kWh field overrides it; 0: no energy cost)",
+                      line("default", f"${el.usd_per_kwh:g}/kWh", el.date, el.source)]
+        if presets.cloud:
+            lines += ["", "[b u]Cloud[/] (on demand; the cheapest per GPU is what renting costs)"]
+            lines += [line(f"{c.gpu} {c.provider}", f"${c.usd_per_gpu_hour:.2f}/GPU-h", c.date, c.source)
+                      for c in presets.cloud]
+        with VerticalScroll(id="price-list"):
             yield Static(content("\n".join(lines)))
             yield Label("[dim]escape closes[/]")
 

@@ -1,4 +1,6 @@
-"""Plan: pick a model, budget, deadline and GPUs; the ranking beside it follows every change."""
+"""Plan: pick a model, budget, deadline and GPUs; the ranking beside it follows every change. Each option
+is GPUs in a system that is sold to hold them, with its band and deadline verdict; the line under the
+table tells the highlighted option's whole story (its prices with their dates, the paper's figure beside)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,45 @@ from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
 from tui_planner.app.text import content
+from tui_planner.views import SHORT
 
 
 SOURCE_SHORT = {"measured": "meas", "predicted": "pred", "paper-table1": "T1", "paper-table4": "T4"}
+# (label, key, width, right-aligned): the table has no cell padding of its own, so each width holds its
+# separating space; 50 columns in all, the right pane's width at 80x24 less the scrollbar.
+COLUMNS = (("", "mark", 4, False), ("GPUs", "gpus", 15, False), ("in", "system", 4, False),
+           ("cost", "hw", 10, True), ("days", "days", 8, True), ("MFU", "mfu", 5, True), ("from", "source", 4, False))
 
 
 def option_mark(r: dict) -> str:
-    return ("*" if r["pareto"] else " ") + ("" if r["within_budget"] else "$") + ("" if r["within_deadline"] else "d")
+    """'*' Pareto, '$' over budget, '?' at risk (the deadline inside its band), 'd' misses it."""
+    verdict = r.get("deadline_verdict")
+    late = "" if verdict in (None, "met") else "?" if verdict == "at risk" else "d"
+    if r.get("days") is None:
+        late = "d"
+    return ("*" if r["pareto"] else " ") + ("" if r["within_budget"] else "$") + late
+
+
+def days_cell(r: dict) -> str:
+    """A prediction's band ('25-43'), else its figure: the uncertainty is what a deadline is judged on."""
+    if r.get("days") is None:
+        return r["status"]
+    return fmt.band(r.get("days_low"), r.get("days_high")) or fmt.days(r["days"])
+
+
+def option_text(r: dict) -> str:
+    """The highlighted option under the table, as markup: its system, days, cost per run and the paper's
+    figure beside; then its prices, each with its date and the start of its source (p: all of them)."""
+    from tui_planner import views
+
+    e = fmt.esc
+    head = f"[b]{e(r['system_name'])}[/b]: " + (
+        f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run" if r.get("days") is not None
+        else e(r["status"]))
+    if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
+        head += f"; paper {fmt.days(r['paper_days'])} d at MFU {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
+    stale = f" [yellow]{fmt.STALE_MARK} stale: p[/]" if r.get("price_stale") else ""
+    return f"{head}\n[dim]{e(views.price_text(r, source_limit=18))}[/]{stale}"
 
 
 class PlanScreen(WhatIfScreen):
@@ -29,6 +63,8 @@ class PlanScreen(WhatIfScreen):
         Binding("e", "edit", "Edit", show=False, tooltip="type the budget, deadline, prices…"),
         Binding("escape", "focus_table", "Table", show=False),
         Binding("enter", "details", "Details", show=False, tooltip="the result behind the highlighted option"),
+        Binding("p", "prices", "Prices", show=False,
+                tooltip="every price with its date and source, stale ones marked, and how to override"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -40,21 +76,23 @@ class PlanScreen(WhatIfScreen):
                     yield Label("Model", classes="name")
                     yield Select([(fmt.text(m), m) for m in presets.models], allow_blank=False, compact=True, id="model",
                                  value=self.app.initial.model)
+                kwh = presets.electricity
                 for key, label, tip in (("budget", "Budget $", "e.g. 50000, 50k"),
                                         ("deadline", "Deadline d", "days; empty: none"),
                                         ("lifespan", "Lifespan y", "years to amortise"),
-                                        ("kwh", "$/kWh", "empty: no energy cost"),
+                                        ("kwh", "$/kWh", f"{kwh.usd_per_kwh:g} (p)" if kwh else "0: none"),
                                         ("prices", "Prices", "h100=25000 …")):
                     with Horizontal(classes="field"):
                         yield Label(label, classes="name")
                         yield Input(placeholder=tip, compact=True, id=key, select_on_focus=True)
                 yield Label("", id="sources")
                 yield Label("GPUs [dim](g, space)[/]")
-                yield SelectionList(*[(fmt.text(f"{g.id:<8} {fmt.usd(g.price.usd) if g.price else 'no price'}"), g.id, True)
+                yield SelectionList(*[(fmt.text(f"{g.id:<11} {SHORT.get(g.form_factor, g.form_factor or '')}"), g.id, True)
                                       for g in presets.gpus.values()], compact=True, id="gpus")
             with Vertical(id="right"):
                 yield Static("", id="title")
-                yield DataTable(id="ranking", cursor_type="row", zebra_stripes=False)
+                yield DataTable(id="ranking", cursor_type="row", zebra_stripes=False, cell_padding=0)
+                yield Static("", id="option")
                 yield Static("", id="verdict")
         yield Footer(compact=True, show_command_palette=False)
 
@@ -62,9 +100,8 @@ class PlanScreen(WhatIfScreen):
         t = self.query_one("#ranking", DataTable)
         # Fixed widths: auto widths computed while rows arrive from a worker were sometimes left at the
         # labels' widths (seen in a real terminal), cutting "8 x a6000" to "8 x".
-        for label, key, width in (("", "mark", 2), ("GPUs", "gpus", 11), ("cost", "hw", 8), ("days", "days", 7),
-                                  ("MFU", "mfu", 5), ("from", "source", 4)):
-            t.add_column(label, key=key, width=width)
+        for label, key, width, right in COLUMNS:
+            t.add_column(fmt.cell(self._pad(label, width, right)), key=key, width=width)
         self.watch(self.app, "ranking", self.show_ranking)
         self.watch(self.app, "state", self.show_state)
         t.focus()
@@ -93,6 +130,11 @@ class PlanScreen(WhatIfScreen):
                 model.value = s.model
         self.query_one("#sources", Label).update(f"Sources [b]{st.sources_label(s.sources)}[/] [dim](s)[/]")
 
+    @staticmethod
+    def _pad(text: str, width: int, right: bool) -> str:
+        """A cell's text in its column, the separating space included (the table pads nothing itself)."""
+        return f"{text:>{width - 1}} " if right else f"{text:<{width - 1}} "[:width]
+
     def _parse(self, key: str, text: str):
         if key == "budget":
             return st.parse_money(text, "budget")
@@ -102,7 +144,7 @@ class PlanScreen(WhatIfScreen):
             return st.parse_years(text, "lifespan")
         if key == "kwh":
             return st.parse_optional(text, "electricity price", "USD/kWh")
-        return st.parse_prices(text, list(self.app.presets.gpus))
+        return st.parse_prices(text, [*self.app.presets.gpus, *self.app.presets.systems])
 
     def show_ranking(self, result) -> None:
         if result is None:
@@ -111,28 +153,53 @@ class PlanScreen(WhatIfScreen):
         title = self.query_one("#title", Static)
         title.update(content(f"[b]{fmt.esc(s.model)}[/b] {fmt.usd(s.budget_usd)}"
                              + (f", {s.deadline_days:g} d" if s.deadline_days else ", no deadline")
-                             + "  [dim]* Pareto $ over d late[/]"))
+                             + ("  [b]paper's view[/b]" if s.sources == ("paper",) else "")
+                             + "  [dim]*Pareto $over ?risk dlate[/]"))
         t = self.query_one("#ranking", DataTable)
         t.clear()
         verdict = self.query_one("#verdict", Static)
+        self.query_one("#option", Static).update("")
         if result.error:
             verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
             return
-        for i, r in enumerate(result.rows):
+        self.option_rows = [r for r in result.rows if r["system"] is not None]
+        for i, r in enumerate(self.option_rows):
             has = r["days"] is not None
             style = "" if r["within_budget"] and has else "dim"
-            if i == 0 and r["within_budget"] and r["within_deadline"]:
+            if i == 0 and r["within_budget"] and r.get("deadline_verdict") in ("met", None) and has:
                 style = "bold green"
-            cells = [option_mark(r), f"{r['num_gpus']} x {r['gpu']}", fmt.usd(r["hardware_cost_usd"]),
-                     fmt.days(r["days"]) if has else r["status"],
+            cost = fmt.usd(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
+            texts = [option_mark(r), f"{r['num_gpus']}x {r['gpu']}", r["system_short"] or "", cost, days_cell(r),
                      fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
                      SOURCE_SHORT.get(r["source"], r["source"] or "—")]
+            cells = [self._pad(c, width, right) for c, (_, _, width, right) in zip(texts, COLUMNS)]
             t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
                       key=f"{r['gpu']}:{r['num_gpus']}")
         lines = st.verdict(list(result.rows), s)
         if result.missing:
             lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
         verdict.update(content("\n".join(lines)))
+        # The cursor starts on the option the verdict buys, so the line under the table shows its prices.
+        from engine.plan.verdict import decide
+
+        buy = decide(list(result.rows), s.deadline_days).buy
+        at = next((i for i, r in enumerate(self.option_rows) if r is buy), 0)
+        if self.option_rows:
+            t.move_cursor(row=at, animate=False)
+        self._show_option(at)
+
+    def _show_option(self, index: int | None) -> None:
+        options = getattr(self, "option_rows", [])
+        box = self.query_one("#option", Static)
+        result = self.app.ranking
+        if result is None or index is None or not 0 <= index < len(options):
+            box.update("")
+            return
+        box.update(content(option_text(options[index])))
+
+    @on(DataTable.RowHighlighted, "#ranking")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_option(event.cursor_row)
 
     # --- widgets -> state --------------------------------------------------------------------------
 
@@ -185,12 +252,18 @@ class PlanScreen(WhatIfScreen):
     def _selected(self) -> None:
         self.action_details()
 
+    def action_prices(self) -> None:
+        from tui_planner.app.screens.dialogs import PricesScreen
+
+        today = self.app.state.today if self.app.state else None
+        self.app.push_screen(PricesScreen(today))
+
     def action_details(self) -> None:
-        result = self.app.ranking
+        options = getattr(self, "option_rows", [])
         t = self.query_one("#ranking", DataTable)
-        if not result or not result.rows or t.cursor_row is None or t.cursor_row >= len(result.rows):
+        if t.cursor_row is None or not 0 <= t.cursor_row < len(options):
             return
-        row = result.rows[t.cursor_row]
+        row = options[t.cursor_row]
         if row.get("trial_id"):
             from tui_planner.app.screens.dialogs import TrialDetail
 
