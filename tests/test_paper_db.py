@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 from engine.plan.shipped import build
 from engine.data.paths import shipped_db
+from engine.data.generations import mfu_line
 from engine.data.presets import load_presets
 from engine.data.store import Store
 
@@ -44,7 +45,8 @@ def test_implied_mfu_and_flags(db):
         m, g = presets.model(r["model"]), presets.gpu(r["gpu"])
         expected = m.training_flops / (r["days"] * 86400 * r["num_gpus"] * g.peak_16bit_tflops * 1e12)
         assert r["mfu"] == pytest.approx(expected)
-        assert r["plausibility"] == ("impossible" if expected > 1 else "implausible" if expected > 0.6 else "ok")
+        line = mfu_line(g)  # the generation's line: 65% on A100 (published runs reach 64%), 60% elsewhere
+        assert r["plausibility"] == ("impossible" if expected > 1 else "implausible" if expected > line else "ok")
     # Known cells (reference notes): Pythia-160M on 4 x RTX 3090 in 6 days is 197% of peak.
     cell = db.trials(model="pythia-160m", gpu="rtx3090", num_gpus=4, source="paper-table1")[0]
     assert cell["mfu"] == pytest.approx(1.97, abs=0.01) and cell["plausibility"] == "impossible"

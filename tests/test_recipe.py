@@ -143,7 +143,10 @@ def test_verify_trains_the_export_and_applies_the_tolerance_rule(swept, tmp_path
     assert result["verdict"] == ("pass" if abs(off) <= 0.05 else "fail")
     saved = json.loads((out / "verify.json").read_text())
     assert saved["verdict"] == result["verdict"] and saved["versions"]["torch"] and saved["device_name"] == "cpu"
-    assert saved["stack"]["mixed_precision"] == "bf16" and not saved["stack"]["deepspeed"]
+    # Trained as exported: DeepSpeed only where the fastest measured setting (timing noise decides, on a CPU)
+    # was a ZeRO one.
+    assert saved["stack"]["mixed_precision"] == "bf16"
+    assert bool(saved["stack"]["deepspeed"]) == (plan["sharding"] or "none").startswith("zero")
 
 
 def test_a_prediction_far_off_fails_with_both_numbers(swept, tmp_path):

@@ -182,11 +182,16 @@ def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
 
 
 def link_bytes_per_s(gpu: Gpu, num_gpus: int) -> float:
-    """GPU-to-GPU rate per direction: the preset's figure is the bidirectional total. A 2-way bridge
-    joins only two cards: with more, traffic goes over the PCIe named in the preset."""
+    """GPU-to-GPU rate per direction: the preset's figure is the bidirectional total. An NVLink bridge joins
+    only its group of cards (nvlink_bridge_max_gpus; a "2-way" bridge, two): with more, traffic goes over the
+    PCIe named in the preset. Cards without peer access (recent GeForce cards with NVIDIA's driver: p2p =
+    false) send it through host memory, crossing PCIe twice: half its rate."""
     gbs = gpu.interconnect_gbs / 2
-    if num_gpus > 2 and "2-way" in gpu.interconnect:
+    bridge = getattr(gpu, "nvlink_bridge_max_gpus", 0) or (2 if "2-way" in gpu.interconnect else 0)
+    if bridge and num_gpus > bridge:
         gbs = pcie_gbs(gpu)
+    if getattr(gpu, "p2p", None) is False:
+        gbs = min(gbs, pcie_gbs(gpu) / 2)
     return gbs * 1e9 * LINK_EFFICIENCY
 
 
