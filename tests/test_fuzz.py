@@ -62,7 +62,17 @@ def _mutations(text: str, rng: random.Random, n: int):
         yield "\n".join(ls)
 
 
-def test_malformed_presets(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory) -> Path:
+    """One measured Pythia-1B search: enough basis for `predict` to size a GPT-NeoX model from a fuzzed
+    config, and quick to build a predictor over (the shipped database's validation takes seconds)."""
+    path = tmp_path_factory.mktemp("fuzz-small") / "small.duckdb"
+    with Store.open(path, read_only=False) as s:
+        import_jsonl(s, MEASURED)
+    return path
+
+
+def test_malformed_presets(tmp_path, capsys, small_db):
     rng = random.Random(24)
     text = (GOOD / "tiny_neox.toml").read_text()
     shutil.copy(GOOD / "tiny_neox_config.json", tmp_path / "tiny_neox_config.json")
@@ -70,12 +80,12 @@ def test_malformed_presets(tmp_path, capsys):
         path = tmp_path / f"m{i}.toml"
         path.write_bytes(mutated.encode("utf-8", errors="surrogateescape") if isinstance(mutated, str) else mutated)
         _run(capsys, ["presets", "--presets", str(path)])
-        _run(capsys, ["predict", "--presets", str(path), "--model", "tiny-neox", "--gpu", "h100"])
+        _run(capsys, ["predict", "--db", str(small_db), "--presets", str(path), "--model", "tiny-neox", "--gpu", "h100"])
         path.unlink()
     assert not descendants(os.getpid())
 
 
-def test_malformed_configs(tmp_path, capsys):
+def test_malformed_configs(tmp_path, capsys, small_db):
     rng = random.Random(21)
     base = json.loads((GOOD / "tiny_neox_config.json").read_text())
     shutil.copy(GOOD / "tiny_neox.toml", tmp_path / "tiny_neox.toml")
@@ -89,8 +99,8 @@ def test_malformed_configs(tmp_path, capsys):
         text = json.dumps(config) if i % 17 else json.dumps(config)[: rng.randrange(40)]
         (tmp_path / "tiny_neox_config.json").write_text(text)
         _run(capsys, ["presets", "--presets", str(tmp_path / "tiny_neox.toml")])
-        _run(capsys, ["predict", "--presets", str(tmp_path / "tiny_neox.toml"), "--model", "tiny-neox",
-                      "--gpu", "h100"])
+        _run(capsys, ["predict", "--db", str(small_db), "--presets", str(tmp_path / "tiny_neox.toml"),
+                      "--model", "tiny-neox", "--gpu", "h100"])
     assert not descendants(os.getpid())
 
 
