@@ -32,7 +32,9 @@ def _parse(cls, data: dict, time_fields: tuple[str, ...]):
     return cls(**data)
 
 
-def import_jsonl(store: Store, path: Path) -> int:
+def import_jsonl(store: Store, path: Path, models=None) -> int:
+    """Add the runs and trials of an exported file. Rows exported before the store kept their training run
+    get their model's (from `models`, a mapping of id to Model, else the shipped presets)."""
     runs, trials = [], []
     for line in Path(path).read_text().splitlines():
         if not line.strip():
@@ -45,4 +47,6 @@ def import_jsonl(store: Store, path: Path) -> int:
     for r in runs:
         store.add_run(r)
     store.add_trials(trials)
+    if any(t.training_run is None for t in trials):
+        store.fill_training_runs(models)
     return len(trials)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engine.data import formulas
 from engine.data.presets import Presets
+from engine.data.runs import run_columns
 from engine.data.store import Run, Store, Trial
 from engine.data.generations import mfu_line
 
@@ -53,6 +54,7 @@ def paper_trials(data_dir: Path, presets: Presets, run_id: str) -> list[Trial]:
                 model=model.id, gpu=gpu.id, num_gpus=n, feasible=bool(r["days"]), source=source,
                 run_id=run_id, trial_id=_row_id(key), key=key, created_at=PAPER_DATE,
                 analytic_days=formulas.analytic_days(model.training_flops, n, gpu.peak_16bit_flops),
+                **run_columns(model),
             )
             provenance = {"paper": PAPER, "days": table}
             if source == "paper-table4":

@@ -529,6 +529,34 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
     )
 
 
+def read_config(path: Path, where: str, key: str) -> dict:
+    """A Hugging Face config.json as a dict: bounded in size and nesting, UTF-8, a JSON object; else a
+    PresetError naming `where` (the file that names it) and `key`."""
+    try:
+        values = json.loads(_read_bounded(path).decode("utf-8"))
+    except RecursionError:
+        raise PresetError(where, key, f"a config.json at {path} nested no deeper than a config needs") from None
+    except UnicodeDecodeError as e:
+        raise PresetError(where, key, f"a UTF-8 config.json at {path} (byte {e.start} is not)") from None
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise PresetError(where, key, f"a readable config.json at {path} ({why})") from None
+    if not isinstance(values, dict):
+        raise PresetError(where, key, f"a JSON object in {path}")
+    return values
+
+
+def model_from_entry(model_id: str, entry: Mapping, file: str) -> Model:
+    """One model preset from a table built in code (a model from its config.json alone, engine/data/runs.py),
+    validated exactly as one read from a presets file, with `file` named in any error."""
+    origins = _Origins()
+    data = _copy(entry)
+    _mark(data, ("models", model_id), origins, file)
+    if "hf_config" in data:
+        _inline_hf_config(model_id, data, origins)
+    return _model(model_id, _Table(data, ("models", model_id), origins))
+
+
 def _inline_hf_config(model_id: str, entry: dict, origins: _Origins) -> None:
     """`hf_config = "path/to/config.json"`: its values become the model's config; inline keys win."""
     key = ("models", model_id, "hf_config")
@@ -539,17 +567,7 @@ def _inline_hf_config(model_id: str, entry: dict, origins: _Origins) -> None:
     path = Path(ref).expanduser()
     if not path.is_absolute():
         path = Path(file).parent / path
-    try:
-        values = json.loads(_read_bounded(path).decode("utf-8"))
-    except RecursionError:
-        raise PresetError(file, ".".join(key), f"a config.json at {path} nested no deeper than a config needs") from None
-    except UnicodeDecodeError as e:
-        raise PresetError(file, ".".join(key), f"a UTF-8 config.json at {path} (byte {e.start} is not)") from None
-    except (OSError, ValueError) as e:
-        why = e.strerror if isinstance(e, OSError) and e.strerror else e
-        raise PresetError(file, ".".join(key), f"a readable config.json at {path} ({why})") from None
-    if not isinstance(values, dict):
-        raise PresetError(file, ".".join(key), f"a JSON object in {path}")
+    values = read_config(path, file, ".".join(key))
     inline = entry.get("config", {})
     config = {k: v for k, v in values.items() if v is not None and not k.startswith("_")}
     config.update(inline)

@@ -21,7 +21,7 @@ import duckdb
 from engine.data.errors import StoreError
 from engine.data.paths import is_shipped
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SOURCES = ("measured", "predicted", "paper-table1", "paper-table4")
 
@@ -114,6 +114,13 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE trials ADD COLUMN days_high DOUBLE;
     ALTER TABLE trials ADD COLUMN memory_need_gb DOUBLE;
     """,
+    # Version 4: the training run a row answers for (engine/data/runs.py): what sets a step's time
+    # ("512x2048 bf16 adamw") and the steps its days are for. An older file's rows get their model's run:
+    # from the presets stored with their sweep, else from the shipped presets (Store._fill_training_runs).
+    4: """
+    ALTER TABLE trials ADD COLUMN training_run VARCHAR;
+    ALTER TABLE trials ADD COLUMN steps BIGINT;
+    """,
 }
 
 
@@ -165,6 +172,8 @@ class Trial:
     days_low: float | None = None  # predicted rows: the error band from leave-one-out validation
     days_high: float | None = None
     memory_need_gb: float | None = None  # the memory model's need at micro_batch (predicted, or a skip)
+    training_run: str | None = None  # what sets the step's time: "512x2048 bf16 adamw" (engine/data/runs.py)
+    steps: int | None = None  # the run's steps, which `days` is for
 
 
 TRIAL_COLUMNS = tuple(f.name for f in dataclasses.fields(Trial))
@@ -301,7 +310,63 @@ class Store:
     def _migrate_from(self, version: int) -> None:
         for target in range(version + 1, SCHEMA_VERSION + 1):
             self.con.execute(MIGRATIONS[target])
+        if version < 4 and self.con.execute("SELECT count(*) FROM trials").fetchone()[0]:
+            self._fill_training_runs(None)
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+
+    def fill_training_runs(self, models: Any = None) -> None:
+        """Give rows written without their training run (imported from an older export, or the paper's
+        tables) their model's: from the presets stored with their sweep, else from `models` (a mapping of
+        model id to Model), else from the shipped presets."""
+        self._writable()
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self._fill_training_runs(models)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def _fill_training_runs(self, models: Any) -> None:
+        from engine.data.runs import key_of
+
+        todo = self.con.execute("SELECT DISTINCT run_id, model FROM trials WHERE training_run IS NULL").fetchall()
+        if not todo:
+            return
+        stored = {(r, m): c for r, m, c in self.con.execute(
+            "SELECT run_id, id, content FROM presets WHERE kind = 'model'").fetchall()}
+        if models is None:
+            models = {}
+        shipped = None
+        for run_id, model in todo:
+            key = steps = None
+            content = stored.get((run_id, model))
+            if content is not None:
+                try:
+                    m = json.loads(content)
+                    t = m["training"]
+                    key = key_of(t["batch_size"], m.get("seq_len"), m.get("image_size"), t["precision"],
+                                 t["optimizer"])
+                    steps = int(t["steps"])
+                except (ValueError, KeyError, TypeError):
+                    key = None
+            if key is None:
+                m = models.get(model)
+                if m is None:
+                    if shipped is None:
+                        from engine.data.presets import load_presets
+
+                        try:
+                            shipped = load_presets(include_user=False).models
+                        except Exception:  # noqa: BLE001 - a broken install: leave the rows as they are
+                            shipped = {}
+                    m = shipped.get(model)
+                if m is None:
+                    continue  # a model no preset knows: its rows stay without a run (shown as such)
+                t = m.training
+                key, steps = key_of(t.batch_size, m.seq_len, m.image_size, t.precision, t.optimizer), t.steps
+            self.con.execute("UPDATE trials SET training_run = ?, steps = ? WHERE run_id = ? AND model = ? "
+                             "AND training_run IS NULL", [key, steps, run_id, model])
 
     @property
     def schema_version(self) -> int | None:
@@ -375,7 +440,15 @@ class Store:
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
         self.con.execute("BEGIN TRANSACTION")
         try:
-            self.con.executemany(sql, [list(r) for r in rows])
+            if len(rows) > 8:  # one statement of column lists: a row at a time costs ~1 ms each in DuckDB
+                kinds = dict(self.con.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+                    "AND table_schema = 'main'", [table]).fetchall())
+                select = ", ".join(f"unnest(?::{kinds[c]}[])" for c in columns)
+                self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}",
+                                 [list(c) for c in zip(*rows)])
+            else:
+                self.con.executemany(sql, [list(r) for r in rows])
             self.con.execute("COMMIT")
         except BaseException as e:
             try:  # a failed COMMIT has ended the transaction already: its error is the one to report

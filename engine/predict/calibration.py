@@ -79,9 +79,12 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
     searched = searched or row.get("micro_batch")
     if searched is None and failed_at is None:
         return None
-    methods = methods_of(row)
+    try:
+        methods = methods_of(row)
+        gpu = presets.gpu(row["gpu"])
+    except PlannerError:
+        return None  # a setting this version does not know (or a GPU no preset has): no evidence for kappa
     n = int(row["num_gpus"]) * int(row.get("num_nodes") or 1)
-    gpu = presets.gpu(row["gpu"])
     cap = capacity_bytes(gpu)
     stat = sum(static_terms(model, methods, n).values())
     act = sum(activation_terms(model, methods).values())

@@ -80,7 +80,10 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
     if peak is None:
         return None
     # Plausible against the peak this model's math runs at (TF32 for fp32 models), not only the 16-bit one.
-    if formulas.implied_mfu(model.training_flops, row["days"], n, peak) > MAX_COMPUTE_FRACTION:
+    # A row's days are for the steps it was run (or predicted) for; the model here may be the same model on a
+    # run of another length (engine/data/runs.py): its step is the same, its days scale with the steps.
+    steps = int(row.get("steps") or model.training.steps)
+    if formulas.implied_mfu(model.flops_per_step * steps, row["days"], n, peak) > MAX_COMPUTE_FRACTION:
         return None
     comm_pass, comm_update = comm_bytes(model, methods, n)
     host_pass, host_update = host_bytes(model, methods, n)
@@ -94,7 +97,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         # The optimizer alone: under DDP the engine adds the step's all-reduce to update_s.
         update = json_field(row.get("provenance"), "optimizer_update_s") or row.get("update_s")
     else:  # the paper gives days only: spread the step over the GPU's share of the batch
-        step = row["days"] * formulas.SECONDS_PER_DAY / model.training.steps
+        step = row["days"] * formulas.SECONDS_PER_DAY / steps
         accum = row.get("grad_accum") or 1
         per_sample = (step - accum * overhead_pass) / per_gpu_batch
         update = None
@@ -112,7 +115,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         host_pass_s=host_pass / (pcie_gbs(gpu) * 1e9), timed_micro_batch=row.get("micro_batch"),
         # The largest micro-batch the search fitted (the timing may have halved it to fit compiled).
         micro_batch=json_field(row.get("provenance"), "max_micro_batch_searched") or row.get("micro_batch"),
-        days=row["days"],
+        days=row["days"] * model.training.steps / steps,
     )
 
 

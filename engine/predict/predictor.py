@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Presets
@@ -60,12 +60,16 @@ class Predictor:
     """Fits from a set of basis rows; predicts any (model, GPU, count, methods)."""
 
     def __init__(self, rows: Iterable[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
-                 bands: Mapping[str, Band] | None = None, generations: "Calibration | None" = None):
+                 bands: Mapping[str, Band] | None = None, generations: "Calibration | None" = None,
+                 basis_of: "Callable[[dict], BasisRow | None] | None" = None):
         self.presets = presets
         self.generations = generations  # per-generation factors and bands (engine/predict/generations.py)
         rows = [dict(r) for r in rows]
         self.stored = rows
-        basis = distinct(b for b in (basis_row(r, presets) for r in rows) if b is not None)
+        # basis_of: basis_row with these presets, memoized by a caller that builds many predictors over
+        # subsets of the same rows (validate.leave_one_out)
+        of = basis_of or (lambda r: basis_row(r, presets))
+        basis = distinct(b for b in (of(r) for r in rows) if b is not None)
         self.basis = [b for b in basis if b.source == "measured" or use_paper]
         self.calibrations = calibration.calibrate(rows, presets)
         self.bands = dict(bands or {})
@@ -166,14 +170,14 @@ class Predictor:
              "no measurement: the paper's plausible rows, optimistic (unsynchronized timer)"),
         )
         for level, pick, why in levels:
-            f = self._fit_level((arch, group, level), [b for b in self.basis if pick(b)], group)
+            f = self._fit_level((arch, group, level), lambda pick=pick: [b for b in self.basis if pick(b)], group)
             if f is not None:
                 return replace(f, note="; ".join(x for x in (why, f.note) if x)) if why else f
         return None
 
-    def _fit_level(self, key: tuple[str, str, str], rows: list[BasisRow], group: str) -> Fit | None:
+    def _fit_level(self, key: tuple[str, str, str], basis: Callable[[], list[BasisRow]], group: str) -> Fit | None:
         if key not in self._fits:
-            rows = [b for b in rows if not b.host_pass_s]  # their passes hold the host copies
+            rows = [b for b in basis() if not b.host_pass_s]  # their passes hold the host copies
             f = fit_rows(key[0], group, [b for b in rows if b.group == group])
             if f is None and group == "compiled":
                 c = fit_rows(key[0], "compiled-mask", [b for b in rows if b.group == "compiled-mask"])

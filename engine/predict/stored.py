@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Presets
+from engine.data.runs import run_columns
 from engine.predict.memory import MemoryModelError, shape
 from engine.predict.predictor import Prediction, Predictor
 from engine.predict.terms import arch_of
@@ -38,6 +39,7 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
         analytic_days=formulas.analytic_days(model.training_flops, p.num_gpus, gpu.peak_16bit_flops),
         basis=p.basis or None, days_low=p.days_low, days_high=p.days_high, memory_need_gb=p.memory_need_gb,
         provenance=json.dumps({"predicted": p.terms, "explanation": p.lines}, default=str),
+        **run_columns(model),
     )
     if created_at is not None:
         t.created_at = created_at

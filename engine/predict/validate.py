@@ -76,6 +76,21 @@ class Validation:
         return out
 
 
+class _Memo:
+    """basis_row for these presets, once per row (by its trial id; a row without one is not memoized)."""
+
+    def __init__(self, presets: Presets):
+        self.presets, self.seen = presets, {}
+
+    def __call__(self, row: Mapping[str, Any]) -> BasisRow | None:
+        key = row.get("trial_id")
+        if not key:
+            return basis_row(row, self.presets)
+        if key not in self.seen:
+            self.seen[key] = basis_row(row, self.presets)
+        return self.seen[key]
+
+
 def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: str = "measured",
                   archs: Iterable[str] | None = None) -> Validation:
     """Hold out each cell (model x GPU x count) with `source` rows, predict each of its configurations
@@ -84,9 +99,10 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
     counts once, against the median of its measurements."""
     rows = [dict(r) for r in rows]
     wanted = set(archs) if archs is not None else None
+    memo = _Memo(presets)
     targets = []
     for r in rows:
-        b = basis_row(r, presets)
+        b = memo(r)
         if b is None or not r["source"].startswith(source):
             continue
         if wanted is not None and b.arch not in wanted:
@@ -99,7 +115,8 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
     checks = []
     for cell in cells:
         others = [r for r in rows if (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1)) != cell]
-        predictor = Predictor(others, presets)  # as in use: paper rows only for an unmeasured architecture
+        # as in use: paper rows only for an unmeasured architecture
+        predictor = Predictor(others, presets, basis_of=memo)
         for (c, methods, _), same in by_config.items():
             if c != cell:
                 continue

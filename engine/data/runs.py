@@ -1,0 +1,308 @@
+"""A training run: the model, how many tokens, the global batch, the sequence length, the precision and the
+optimizer. The paper's replications are runs in the model presets; a user's own run is the same model with
+the flags of `RunFlags` applied (`with_run`), or a model read from nothing but its config.json
+(`config_model_entry`, validated like any preset).
+
+    run_key(model)     the part of a run that sets the time of one step: "512x2048 bf16 adamw"
+    describe_run(model)  "105B tokens: 100,000 steps of 512 x 2,048, bf16, adamw"
+    with_run(model, flags, presets) -> Model
+
+A run that changes only the tokens keeps the model's id: a measured or predicted step holds for any number
+of steps, and every figure in days scales with the steps (the store keeps the steps each row's days are
+for). A run that changes the step (batch, sequence, precision, optimizer) is another model: its id gets the
+run's key (`llama-3.2-1b+b256s4096`), so its rows never mix with the preset's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from engine.data.architecture import CONFIG_CLASS_TYPES, Architecture, model_type_of
+from engine.data.architecture import describe as describe_architecture
+from engine.data.errors import PlannerError
+from engine.data.presets import OPTIMIZERS, PRECISIONS, Model, Presets, model_from_entry, read_config
+from engine.data.safe import is_id
+
+DEFAULT_BATCH_TOKENS = 2**20  # about a million tokens a step: what 2024-25 1B-scale runs use (Pythia: 2M)
+DEFAULT_TOKENS_PER_PARAM = 20  # compute-optimal (Hoffmann et al. 2022, "Chinchilla")
+DEFAULT_SEQ_LEN = 2048
+DEFAULT_IMAGE_BATCH = 1024
+DEFAULT_IMAGE_STEPS = 100_000
+MAX_TOKENS = 1e15  # a quadrillion tokens: beyond any run of this decade, so a typo rather than a plan
+MAX_STEPS = 10**9
+MAX_BATCH = 2**24
+MAX_SEQ = 2**22
+
+# The transformers classes for a config without `architectures`, by model type.
+_CAUSAL = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+           "qwen3": "Qwen3ForCausalLM", "olmo": "OlmoForCausalLM", "olmo2": "Olmo2ForCausalLM",
+           "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+           "phi3": "Phi3ForCausalLM", "gpt_neox": "GPTNeoXForCausalLM", "gpt2": "GPT2LMHeadModel"}
+_OTHER = {"bert": ("BertForMaskedLM", "masked-lm"), "roberta": ("RobertaForMaskedLM", "masked-lm"),
+          "vit": ("ViTForImageClassification", "image-classification")}
+
+
+class RunError(PlannerError):
+    """A run that cannot be: the message names the flag (or file and field) and what it needs."""
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """What a user asked for; None keeps the model's own (a preset's run, or the defaults for a config)."""
+
+    tokens: float | None = None
+    tokens_per_param: float | None = None
+    steps: int | None = None
+    batch: int | None = None
+    batch_tokens: float | None = None
+    seq_len: int | None = None
+    precision: str | None = None
+    optimizer: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in dataclasses.fields(self))
+
+    def check(self) -> None:
+        if sum(x is not None for x in (self.tokens, self.tokens_per_param, self.steps)) > 1:
+            raise RunError("give one of --tokens, --tokens-per-param and --steps: each sets the run's length")
+        if self.batch is not None and self.batch_tokens is not None:
+            raise RunError("give --batch (sequences) or --batch-tokens, not both: each sets the global batch")
+        for name, value, low, high in (("--tokens", self.tokens, 1, MAX_TOKENS),
+                                       ("--tokens-per-param", self.tokens_per_param, 1e-3, 1e6),
+                                       ("--steps", self.steps, 1, MAX_STEPS), ("--batch", self.batch, 1, MAX_BATCH),
+                                       ("--batch-tokens", self.batch_tokens, 1, MAX_BATCH * MAX_SEQ),
+                                       ("--seq-len", self.seq_len, 1, MAX_SEQ)):
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)
+                                          and low <= value <= high):
+                raise RunError(f"{name} must be a number from {low:g} to {high:g}, not {value!r}")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise RunError(f"--precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            raise RunError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, not {self.optimizer!r}")
+
+
+def is_image(model: Model) -> bool:
+    return model.seq_len is None
+
+
+def units_per_sample(model: Model) -> int:
+    """Tokens in one sample (a sequence), or 1 for an image model (its run counts images)."""
+    return 1 if is_image(model) else int(model.seq_len)
+
+
+def tokens(model: Model) -> int:
+    """Tokens (images, for an image model) the run trains on."""
+    return model.training.steps * model.training.batch_size * units_per_sample(model)
+
+
+def run_key(model: Model) -> str:
+    """What sets the time of one step: global batch x sequence (or image side), precision, optimizer. Stored
+    with every trial row (`training_run`); its steps are stored beside it."""
+    t = model.training
+    return key_of(t.batch_size, model.seq_len, model.image_size, t.precision, t.optimizer)
+
+
+def key_of(batch: int, seq_len: int | None, image_size: int | None, precision: str, optimizer: str) -> str:
+    shape = f"{batch}x{image_size}px" if seq_len is None else f"{batch}x{seq_len}"
+    return f"{shape} {precision} {optimizer}"
+
+
+def _short(n: float) -> str:
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:.3g}"
+
+
+def describe_run(model: Model) -> str:
+    t = model.training
+    if is_image(model):
+        return (f"{_short(tokens(model))} images: {t.steps:,} steps of {t.batch_size:,} at {model.image_size}px, "
+                f"{t.precision}, {t.optimizer}")
+    return (f"{_short(tokens(model))} tokens: {t.steps:,} steps of {t.batch_size:,} x {model.seq_len:,}, "
+            f"{t.precision}, {t.optimizer}")
+
+
+def params_of(model: Model) -> float | None:
+    """The parameter count: from the config where the planner can describe it, else from the 6·N·D the
+    preset's FLOPs imply."""
+    mt = model_type_of(model.config_class, model.config)
+    if mt is not None:
+        try:
+            return float(describe_arch(model).params)
+        except PlannerError:
+            pass
+    units = tokens(model)
+    return model.training_flops / (6 * units) if units else None
+
+
+def describe_arch(model: Model) -> Architecture:
+    """The architecture of a preset model, from its config (its config class names the model type when the
+    config does not)."""
+    config = dict(model.config)
+    mt = model_type_of(model.config_class, config)
+    if mt is not None and config.get("model_type") is None:
+        config["model_type"] = mt
+    return describe_architecture(config, f"models.{model.id}.config")
+
+
+def with_run(model: Model, flags: RunFlags, known_ids: Mapping[str, Any] | None = None) -> Model:
+    """The model on the run the flags ask for (the model itself when they ask for nothing new)."""
+    flags.check()
+    if flags.empty:
+        return model
+    t = model.training
+    image = is_image(model)
+    if image and (flags.tokens is not None or flags.tokens_per_param is not None or flags.batch_tokens is not None
+                  or flags.seq_len is not None):
+        raise RunError(f"{model.id} is an image model: its run is --batch (images a step) and --steps; "
+                       "--tokens, --tokens-per-param, --batch-tokens and --seq-len are for token models")
+    seq = flags.seq_len or model.seq_len
+    if not image and model.objective != "causal-lm" and seq and flags.seq_len:
+        limit = (model.config.get("max_position_embeddings") or 0) - 2 if model.config_class == "RobertaConfig" \
+            else model.config.get("max_position_embeddings")
+        if limit and seq > limit:
+            raise RunError(f"--seq-len {seq}: {model.id} has learned positions for {limit} tokens at most")
+    per_sample = 1 if image else int(seq)
+    if flags.batch is not None:
+        batch = int(flags.batch)
+    elif flags.batch_tokens is not None:
+        batch = max(1, round(flags.batch_tokens / per_sample))
+    elif flags.seq_len is not None and not image:
+        batch = max(1, round(t.batch_size * model.seq_len / per_sample))  # the same tokens a step
+    else:
+        batch = t.batch_size
+    if flags.steps is not None:
+        steps = int(flags.steps)
+    elif flags.tokens is not None or flags.tokens_per_param is not None:
+        if flags.tokens is not None:
+            want = float(flags.tokens)
+        else:
+            params = params_of(model)
+            if params is None:
+                raise RunError(f"--tokens-per-param: the planner cannot count {model.id}'s parameters; give --tokens")
+            want = flags.tokens_per_param * params
+        steps = max(1, math.ceil(want / (batch * per_sample)))
+    else:
+        steps = max(1, round(t.steps * t.batch_size * (1 if image else model.seq_len) / (batch * per_sample)))
+    if steps > MAX_STEPS:
+        raise RunError(f"that run is {steps:,} steps of {batch:,}: more than {MAX_STEPS:,}; check --tokens and --batch")
+    training = dataclasses.replace(t, batch_size=batch, steps=steps, precision=flags.precision or t.precision,
+                                   optimizer=flags.optimizer or t.optimizer,
+                                   warmup_steps=min(t.warmup_steps, max(0, steps // 10)) if steps < t.steps
+                                   else t.warmup_steps)
+    per_unit = model.training_flops / tokens(model)  # 6·N (the preset's FLOPs per token, or per image)
+    new = dataclasses.replace(model, training=training, seq_len=None if image else int(seq),
+                              training_flops=per_unit * steps * batch * per_sample,
+                              training_flops_source=f"{model.training_flops_source}; scaled to this run",
+                              paper_training_flops=None)
+    if run_key(new) != run_key(model):
+        new_id = f"{model.id}+b{batch}" + ("" if image else f"s{seq}")
+        if training.precision != t.precision:
+            new_id += f"-{training.precision}"
+        if training.optimizer != t.optimizer:
+            new_id += f"-{training.optimizer}"
+        if not is_id(new_id):
+            new_id = f"run+b{batch}s{seq}"
+        new = dataclasses.replace(new, id=new_id, name=f"{model.name} ({run_key(new)})")
+    return new
+
+
+# --- a model from its config.json alone ---------------------------------------------------------------
+
+_ID_CHARS = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def config_id(path: Path) -> str:
+    """A model id from the file: its name without .json, or its folder's for a file called config.json."""
+    stem = path.parent.name if path.stem == "config" and path.parent.name else path.stem
+    mid = _ID_CHARS.sub("-", stem).strip("-._+")[:56] or "model"
+    if not mid[0].isalnum():
+        mid = "m" + mid
+    return mid
+
+
+def config_model_entry(path: Path, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The presets entry for a model from nothing but its config.json, with the default run (the flags change
+    it): sequence 2,048 (or the model's own, if shorter), about a million tokens a step, 20 tokens a
+    parameter (compute-optimal), bf16, AdamW. Raises ArchitectureError (naming the file and the field) for a
+    config the planner cannot describe."""
+    where = str(path)
+    arch = describe_architecture(config, where)
+    mt = arch.model_type
+    archs = config.get("architectures")
+    named = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if mt in _OTHER:
+        hf_class, objective = _OTHER[mt]
+        if named and named.endswith(("ForMaskedLM", "ForImageClassification")):
+            hf_class = named
+    else:
+        hf_class, objective = _CAUSAL.get(mt), "causal-lm"
+        if named and named.endswith(("ForCausalLM", "LMHeadModel")):
+            hf_class = named
+    config_class = next((c for c, t in CONFIG_CLASS_TYPES.items() if t == mt), None)
+    if hf_class is None or config_class is None:
+        raise RunError(f"{where}: model_type {mt!r}: the planner has no transformers class for it")
+    training = {"precision": "bf16", "optimizer": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
+                "weight_decay": 0.1, "max_grad_norm": 1.0, "schedule": "cosine"}
+    entry: dict[str, Any] = {
+        "name": f"{config_id(path)} ({mt}, from {path.name})", "hf_config": str(path.resolve()),
+        "hf_class": hf_class, "config_class": config_class, "objective": objective, "params": arch.params,
+        "source": f"{path} (model_type {mt}); the run: tui-planner's defaults and your flags",
+    }
+    if objective == "image-classification":
+        steps, batch = DEFAULT_IMAGE_STEPS, DEFAULT_IMAGE_BATCH
+        entry.update(image_size=arch.image_size, num_classes=arch.vocab)
+    else:
+        seq = DEFAULT_SEQ_LEN
+        if arch.max_positions:
+            seq = min(seq, arch.max_positions - (2 if mt == "roberta" else 0))
+        batch = max(1, DEFAULT_BATCH_TOKENS // seq)
+        steps = max(1, math.ceil(DEFAULT_TOKENS_PER_PARAM * arch.params / (batch * seq)))
+        entry.update(seq_len=seq, vocab_size=arch.vocab)
+    training.update(batch_size=batch, steps=steps, warmup_steps=min(2000, steps // 10))
+    entry["training"] = training
+    return entry
+
+
+def is_config_path(model_arg: str) -> bool:
+    """`--model` names a config.json (a path) rather than a preset id."""
+    return model_arg.endswith(".json") or "/" in model_arg or model_arg.startswith("~")
+
+
+def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) -> tuple[Presets, Model]:
+    """The presets with the model `--model` names on the run the flags ask for, and that model. `model_arg`
+    is a preset id, or the path of a Hugging Face config.json: then the model is read from it alone, under
+    the file's name (a preset of the same config, e.g. from --presets examples/own-runs.toml, is used as it
+    is, with its own run)."""
+    flags.check()
+    if is_config_path(model_arg):
+        path = Path(model_arg).expanduser()
+        config = read_config(path, str(path), "config.json")
+        mid = config_id(path)
+        clean = {k: v for k, v in config.items() if v is not None and not k.startswith("_")}
+        same = next((m for m in presets.models.values() if dict(m.config) == clean), None)
+        if same is not None:
+            model = same
+        else:
+            if mid in presets.models:
+                mid = f"{mid}+config"[:64]
+            model = model_from_entry(mid, config_model_entry(path, config), str(path))
+    else:
+        model = presets.model(model_arg)
+    model = with_run(model, flags)
+    if presets.models.get(model.id) is not model:
+        presets = dataclasses.replace(presets, models=MappingProxyType({**presets.models, model.id: model}))
+    return presets, model
+
+
+def run_columns(model: Model) -> dict[str, Any]:
+    """The store's columns for the run a row answers for."""
+    return {"training_run": run_key(model), "steps": model.training.steps}
