@@ -106,3 +106,70 @@ def gpu_price(text: str) -> tuple[str, float]:
 
 
 gpu_price.__name__ = "GPU=USD"
+
+
+# --- your training run (engine/data/runs.py) -----------------------------------------------------------
+
+_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def quantity(high: float, what: str, whole_number: bool = False) -> Callable[[str], float]:
+    """A count like 100e9, 100B, 1M, 2.5T or 4096: above 0, at most `high`."""
+
+    def parse(text: str) -> float:
+        t = text.strip().replace("_", "").replace(",", "")
+        scale = 1.0
+        if t and t[-1] in _SUFFIX:
+            t, scale = t[:-1], _SUFFIX[t[-1]]
+        try:
+            value = float(t) * scale
+        except ValueError:
+            value = math.nan
+        if not number_in(value, 0, high, True) or (whole_number and value != int(value)):
+            raise argparse.ArgumentTypeError(
+                f"must be {what} above 0 and at most {_num(high)} (e.g. 100e9, 100B, 1M), not {text!r}")
+        return int(value) if whole_number else value
+
+    parse.__name__ = what
+    return parse
+
+
+RUN_EPILOG = """your run (a preset's or a config.json's; what you leave out stays the model's):
+  --tokens 100e9 | --tokens-per-param 20 | --steps N   its length (one of them)
+  --batch 512 | --batch-tokens 1M     global batch: sequences, or tokens a step
+  --seq-len 4096  --precision bf16  --optimizer adamw
+A config.json alone: sequence 2,048, about 1M tokens a step, 20 tokens a
+parameter (compute-optimal), bf16, AdamW."""
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that make the model's run yours; --model takes a preset id or a config.json path."""
+    g = p.add_argument_group("your run (default: the model's own)")
+    g.add_argument("--tokens", type=quantity(1e15, "a token count"), metavar="N",
+                   help="tokens to train on, e.g. 100e9 or 100B")
+    g.add_argument("--tokens-per-param", type=quantity(1e6, "tokens a parameter"), metavar="X",
+                   help="tokens as a multiple of the parameters (20: compute-optimal)")
+    g.add_argument("--steps", type=quantity(1e9, "a step count", whole_number=True), metavar="N",
+                   help="optimizer steps (instead of --tokens)")
+    g.add_argument("--batch", type=quantity(2**24, "a batch of sequences", whole_number=True), metavar="N",
+                   help="global batch in sequences (images for an image model)")
+    g.add_argument("--batch-tokens", type=quantity(2**46, "tokens a step"), metavar="N",
+                   help="global batch in tokens, e.g. 1M (rounded to whole sequences)")
+    g.add_argument("--seq-len", type=quantity(2**22, "a sequence length", whole_number=True), metavar="N",
+                   help="tokens a sequence (keeps the tokens a step unless --batch says otherwise)")
+    g.add_argument("--precision", choices=("bf16", "fp16", "fp32"), help="training precision")
+    g.add_argument("--optimizer", choices=("adamw", "adam"), help="optimizer")
+
+
+def run_flags(args: argparse.Namespace):
+    from engine.data.runs import RunFlags
+
+    return RunFlags(**{k: getattr(args, k, None) for k in ("tokens", "tokens_per_param", "steps", "batch",
+                                                           "batch_tokens", "seq_len", "precision", "optimizer")})
+
+
+def resolve_model(args: argparse.Namespace, presets):
+    """(presets with the model on your run, that model) for `--model` and the run flags."""
+    from engine.data.runs import model_for
+
+    return model_for(presets, args.model, run_flags(args))

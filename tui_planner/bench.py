@@ -37,7 +37,7 @@ def _counts(text: str) -> list[int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model preset id (tui-planner presets)")
+    p.add_argument("--model", required=True, help="model preset id (tui-planner presets) or path/to/config.json")
     p.add_argument("--gpus", "--gpus-per-node", type=_counts, default=[1], metavar="N[,N...]",
                    help="GPUs per node; several counts sweep each in turn, e.g. 1,2,4 (default 1)")
     p.add_argument("--nodes", type=arg.whole(1), default=1, help="nodes (default 1); more need --launcher")
@@ -101,13 +101,18 @@ def run(args: argparse.Namespace) -> int:
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed,
+        run={k: v for k, v in vars(arg.run_flags(args)).items() if v is not None},
     ) for n in args.gpus]
     from engine.bench.sweep import check_launcher
 
     for req in requests:  # refuse a bad request before anything runs
         check_launcher(req)
+    from engine.data.presets import load_presets
+    from engine.data.runs import describe_run
+
+    _, resolved = arg.resolve_model(args, load_presets(args.presets))  # a bad model or run: said before anything
     e = fmt.esc
-    model = e(args.model)
+    model = e(resolved.id)
     console = fmt.console()
     stop = threading.Event()
     signals: list[int] = []
@@ -122,13 +127,13 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=False)
     state = {"task": None, "current": "", "t0": time.time(), "gpus": 1}
-    plain = fmt.visible(args.model)
+    plain = fmt.visible(resolved.id)
 
     def on_event(ev: object) -> None:
         if isinstance(ev, SweepStarted):
             where = f"{state['gpus']} GPU{'s' if state['gpus'] > 1 else ''}" + (
                 f" x {args.nodes} nodes" if args.nodes > 1 else "")
-            console.print(f"[bold]{model} on {where}[/]")
+            console.print(f"[bold]{model} on {where}[/] [dim](run: {e(describe_run(resolved))})[/]")
             state["task"] = progress.add_task(plain, total=ev.total, completed=ev.skipped)
             if ev.skipped:
                 console.print(f"resuming: {ev.skipped} of {ev.total} trials already in {e(args.db)}")
@@ -162,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         elif isinstance(ev, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(ev.counts.items()))
             took = f" in {fmt.duration(ev.elapsed_s)}"
-            results = command_line("results", "--db", args.db, "--model", args.model)
+            results = command_line("results", "--db", args.db, "--model", resolved.id)
             console.print(f"{'stopped' if ev.stopped else 'done'}: {e(counts)}{took}. Results: {e(results)}",
                           highlight=False, soft_wrap=True)  # one line: a command to copy, never broken
             if ev.best:

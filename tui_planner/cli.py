@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
                         description="Open the interactive planner: Plan (what to buy, what-if by keyboard), "
                                     "Chart, Benchmark (live sweeps on this machine) and Results. Keys: ? for help, "
                                     "ctrl+p for every action by name.")
-    ap.add_argument("--model", help="model to start with (default pythia-1b)")
+    ap.add_argument("--model", help="model to start with: a preset id or path/to/config.json (default pythia-1b)")
+    arg.add_run_flags(ap)
     ap.add_argument("--light", action="store_true", help="light theme (ctrl+t switches)")
     sub.add_parser("summary", parents=[common], help="print the database at a glance",
                    description="Print what the database holds and the fastest single GPU per model.")
@@ -119,8 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     from tui_planner import rank_cli as _rank
 
     rk = sub.add_parser("rank", parents=[common], help=_rank.HELP, description=_rank.DESCRIPTION,
-                        epilog=_rank.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=_rank.EPILOG + "\n\n" + arg.RUN_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _rank.add_arguments(rk)
+    arg.add_run_flags(rk)
 
     bs = sub.add_parser(
         "bench", parents=[common], help="measure a model on this machine's GPUs over the paper's search space",
@@ -131,18 +134,22 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  tui-planner bench --model pythia-1b --db mine.duckdb\n"
                "  tui-planner bench --model pythia-160m --methods free-lunch --db mine.duckdb\n"
-               "  tui-planner bench --model tiny --device cpu --presets my-tiny.toml --db ci.duckdb",
+               "  tui-planner bench --model tiny --device cpu --presets my-tiny.toml --db ci.duckdb\n"
+               "  tui-planner bench --model path/to/config.json --seq-len 4096 --db mine.duckdb\n\n" + arg.RUN_EPILOG,
     )
     from tui_planner import bench as _bench
 
     _bench.add_arguments(bs)
+    arg.add_run_flags(bs)
     bs.add_argument("-v", "--verbose", action="store_true", help="show the trial processes' output")
 
     from tui_planner import export_cli as _export
 
     ex = sub.add_parser("export", parents=[common], help=_export.EXPORT_HELP, description=_export.EXPORT_DESCRIPTION,
-                        epilog=_export.EXPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=_export.EXPORT_EPILOG + "\n\n" + arg.RUN_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _export.add_export_arguments(ex)
+    arg.add_run_flags(ex)
     vf = sub.add_parser("verify", help=_export.VERIFY_HELP, description=_export.VERIFY_DESCRIPTION,
                         epilog=_export.VERIFY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _export.add_verify_arguments(vf)
@@ -150,8 +157,10 @@ def _parser() -> argparse.ArgumentParser:
     from tui_planner import predict_cli as _predict
 
     pr = sub.add_parser("predict", parents=[common], help=_predict.HELP, description=_predict.DESCRIPTION,
-                        epilog=_predict.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=_predict.EPILOG + "\n\n" + arg.RUN_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _predict.add_arguments(pr)
+    arg.add_run_flags(pr)
 
     db = sub.add_parser("db", parents=[common], help="inspect or migrate a results database")
     dbs = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)

@@ -46,7 +46,7 @@ exit status: 0 pass (or no verdict), 1 fail or training error, 2 bad input"""
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="model preset id (tui-planner presets)")
+    p.add_argument("--model", help="model preset id (tui-planner presets) or path/to/config.json")
     p.add_argument("--gpu", help="GPU preset id (cpu for a CPU sweep)")
     p.add_argument("--num-gpus", type=arg.whole(1), metavar="N", help="GPUs per node")
     p.add_argument("--nodes", type=arg.whole(1), default=1, metavar="K", help="nodes (default 1)")
@@ -70,6 +70,9 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
 def run_export(args: argparse.Namespace, store, presets) -> int:
     from engine.recipe import export as recipe
 
+    if args.model:
+        presets, model = arg.resolve_model(args, presets)
+        args.model = model.id
     choice = recipe.pick(store, presets, args.model, args.gpu, args.num_gpus, args.nodes, args.trial)
     r = recipe.build(choice, presets, store.path)
     paths = recipe.write(r, args.out)

@@ -58,7 +58,7 @@ COUNTS = (1, 2, 4, 8)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="model preset id (tui-planner presets)")
+    p.add_argument("--model", help="model preset id (tui-planner presets) or path/to/config.json")
     p.add_argument("--gpu", help="GPU preset id")
     p.add_argument("--num-gpus", type=arg.whole(1), default=1, metavar="N", help="GPUs in the machine (default 1)")
     p.add_argument("--methods", default="all", metavar="LABEL",
@@ -82,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args, rows, presets)
     if not args.model:
         raise PlannerError("predict needs --model M (and --gpu G, or --all), or --validate")
-    model = presets.model(args.model)
+    from engine.data.runs import describe_run, run_key
+
+    presets, model = arg.resolve_model(args, presets)
+    args.model = model.id
+    run = run_key(model)  # rows of this model on another run time another step: not its basis
+    rows = [r for r in rows if r["model"] != model.id or r.get("training_run") in (None, run)]
     if args.num_gpus < 1:
         raise PlannerError(f"--num-gpus must be at least 1, not {args.num_gpus}")
     predictor = build_predictor(rows, presets)
@@ -117,11 +122,14 @@ def run(args: argparse.Namespace) -> int:
                 raise PlannerError(f"{only} is not in the search space on {n} GPU(s)")
         results.append((gpu, n, preds))
     if args.format == "json":
-        print(json.dumps([_json(p) for _, _, preds in results for p in preds], indent=2, default=str))
+        print(json.dumps([{**_json(p), "run": describe_run(model), "training_run": run}
+                          for _, _, preds in results for p in preds], indent=2, default=str))
     elif args.all:
+        print(fmt.visible(f"run: {describe_run(model)}"))
         _print_all(model.id, results, predictor, measured)
     else:
         gpu, n, preds = results[0]
+        print(fmt.visible(f"run: {describe_run(model)}"))
         _print_cell(preds, predictor, only, measured=(model.id, gpu, n) in measured)
     if args.write:
         n = _write(args, [p for _, _, preds in results for p in preds], presets, predictor)

@@ -47,7 +47,7 @@ JSON_FIELDS = ("gpu", "num_gpus", "system", "system_name", "hardware_cost_usd", 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model preset id")
+    p.add_argument("--model", required=True, help="model preset id (tui-planner presets) or path/to/config.json")
     p.add_argument("--budget", type=arg.positive(arg.MAX_USD, money=True), required=True, metavar="USD",
                    help="hardware budget in USD")
     p.add_argument("--deadline", type=arg.positive(arg.MAX_DAYS, "days"), metavar="DAYS",
@@ -95,6 +95,20 @@ def mark(r: dict) -> str:
 
 
 def run(args: argparse.Namespace, store, presets) -> int:
+    from engine.plan.ranking import store_for
+
+    presets, model = arg.resolve_model(args, presets)
+    args.model = model.id
+    ranked_on = store_for(store, presets, model.id)  # predictions made now where the store has none
+    try:
+        return _run(args, ranked_on, presets, model)
+    finally:
+        if ranked_on is not store:
+            ranked_on.close()
+
+
+def _run(args: argparse.Namespace, store, presets, model) -> int:
+    from engine.data.runs import describe_run
     from engine.plan.ranking import energy_price, no_data_gpus, rank
     from engine.plan.verdict import decide
 
@@ -115,7 +129,8 @@ def run(args: argparse.Namespace, store, presets) -> int:
     view = " (the paper's view: its rows, prices and machines)" if req.paper_view else ""
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
               title=f"{e(req.model)}: budget {fmt.usd(req.budget_usd)}"
-                    + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view)
+                    + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view
+                    + f"\nrun: {e(describe_run(model))}")
     for col in ("", "GPUs", "in", "hardware", "days", "band", "MFU", "$/run", "from", "paper"):
         t.add_column(col, justify="right" if col in ("hardware", "days", "band", "MFU", "$/run") else "left",
                      no_wrap=True)

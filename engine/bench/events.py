@@ -42,6 +42,10 @@ class TrialSpec:
     # Launched again to measure in a new process (engine.bench.trial.EXIT_RELAUNCH): skip the batch search,
     # whose answer (max_fit) the earlier process found, and measure at measure_at.
     measure_at: int | None = None
+    # The model as the sweep resolved it (engine/data/runs.py): what names it (a preset id or a config.json
+    # path) and the run's flags; the trial resolves it again to the same id.
+    model_source: str | None = None
+    run: dict = field(default_factory=dict)
     max_fit: int | None = None
     measure_oom_history: tuple[int, ...] = ()  # the micro-batches that ran out of memory while measuring
     seed: int = 0

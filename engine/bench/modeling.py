@@ -154,6 +154,20 @@ def _hf_checkpointing(net: torch.nn.Module) -> None:
         net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
+def block_classes(net: torch.nn.Module, model: Model) -> tuple[str, ...]:
+    """The repeated block FSDP wraps and checkpointing recomputes: the preset's `fsdp_wrap` if it names one,
+    else what the model itself says must not be split (transformers' `_no_split_modules`), so a model read
+    from its config.json needs no table of block names."""
+    if model.fsdp_wrap:
+        return (model.fsdp_wrap,)
+    return tuple(getattr(net, "_no_split_modules", None) or ())
+
+
+def blocks_of(net: torch.nn.Module, model: Model) -> list[torch.nn.Module]:
+    names = set(block_classes(net, model))
+    return [m for m in net.modules() if type(m).__name__ in names]
+
+
 def enable_checkpointing(net: torch.nn.Module, model: Model) -> str:
     """Activation checkpointing: transformers' own where it has it, else around each stage."""
     if getattr(net, "supports_gradient_checkpointing", False) and model.checkpointing != "stages":
@@ -161,12 +175,13 @@ def enable_checkpointing(net: torch.nn.Module, model: Model) -> str:
         return "hf"
     from torch.utils.checkpoint import checkpoint
 
-    stages = [m for m in net.modules() if type(m).__name__ == model.fsdp_wrap]
+    stages = blocks_of(net, model)
     if not stages:
         if getattr(net, "supports_gradient_checkpointing", False):
             _hf_checkpointing(net)
             return "hf"
-        raise RuntimeError(f"no {model.fsdp_wrap} modules to checkpoint in {model.hf_class}")
+        raise RuntimeError(f"no {' or '.join(block_classes(net, model)) or 'block'} modules to checkpoint in "
+                           f"{model.hf_class}")
     for stage in stages:
         inner = stage.forward
 

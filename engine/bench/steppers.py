@@ -172,9 +172,12 @@ class FsdpStepper:
         kwargs: dict[str, Any] = {"reshard_after_forward": methods.stage == 3, "mp_policy": mp}
         if methods.offloading:
             kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device == "cuda")
-        blocks = [m for m in net.modules() if type(m).__name__ == model.fsdp_wrap]
+        from engine.bench.modeling import block_classes, blocks_of
+
+        blocks = blocks_of(net, model)
         if not blocks:
-            raise RuntimeError(f"FSDP: no {model.fsdp_wrap} modules in {model.hf_class}")
+            raise RuntimeError(f"FSDP: no {' or '.join(block_classes(net, model)) or 'block'} modules in "
+                               f"{model.hf_class} (the preset's fsdp_wrap, or the model's _no_split_modules)")
         for block in blocks:
             fully_shard(block, **kwargs)
         fully_shard(net, **kwargs)

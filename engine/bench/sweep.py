@@ -27,6 +27,7 @@ from engine.bench.events import (BatchTried, Log, SweepFinished, SweepStarted, T
                            TrialStarted)
 from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
+from engine.data.runs import run_columns
 from engine.data.store import Run, Store, Trial, plain
 from engine.data.generations import mfu_line
 
@@ -65,11 +66,29 @@ class SweepRequest:
     # Start no new trial after this many seconds (a SLURM job's or a lent machine's time limit): the sweep
     # ends as stopped after the running trial, and the same request resumes it. None: no limit.
     stop_after_s: float | None = None
+    # Your own run (engine/data/runs.py): RunFlags' fields (tokens, batch, seq_len, ...) applied to the model;
+    # `model` may also be the path of a config.json. Resolved by run_sweep into `model` (the run's id) and
+    # `model_source` (what names the model), which every trial resolves again the same way.
+    run: dict = field(default_factory=dict)
+    model_source: str | None = None
 
 
 # torch.compile's modes: max-autotune tries Triton matmul templates (longer compile), reduce-overhead
 # and max-autotune add CUDA graphs. Default: None (torch's own default).
 COMPILE_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def resolve_model(req: SweepRequest) -> tuple[Presets, SweepRequest]:
+    """The presets with the model the request names, on its run, and the request with `model` set to that
+    model's id (a config.json path, or a run of its own, makes an id of its own: engine/data/runs.py)."""
+    from engine.data.runs import RunFlags, model_for
+
+    if req.model_source is not None:  # resolved already (a resumed or re-planned request)
+        presets, model = model_for(load_presets(req.presets), req.model_source, RunFlags(**req.run))
+        return presets, req
+    presets, model = model_for(load_presets(req.presets), req.model, RunFlags(**req.run))
+    source = str(Path(req.model).expanduser().resolve()) if Path(req.model).suffix == ".json" else req.model
+    return presets, dataclasses.replace(req, model=model.id, model_source=source)
 
 
 def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
@@ -164,7 +183,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             compile=req.compile, compile_mode=req.compile_mode, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
             warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH else 0,
             verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
-            fault=req.faults.get(m.label),
+            fault=req.faults.get(m.label), model_source=req.model_source, run=dict(req.run),
         ))
     return specs
 
@@ -234,6 +253,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         pass_spread_s=r.get("pass_spread_s"), update_spread_s=r.get("update_spread_s"),
         repetitions=r.get("repetitions"), warmup_s=r.get("warmup_s"), compile_s=r.get("compile_s"),
         peak_memory_gb=r.get("peak_memory_gb"), kernel=r.get("kernel"), duration_s=out.duration_s,
+        **run_columns(model),
     )
     peak = None
     if spec.device == "cuda":
@@ -282,8 +302,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     """Run (or resume) a sweep; returns the run id. Raises PlannerError for a request that cannot run.
     `stop` kills the running trial (not recorded) and ends the sweep; `pause` ends it after the running
     trial. Either way, running the same request again resumes."""
-    presets = load_presets(req.presets)
-    presets.model(req.model)
+    presets, req = resolve_model(req)
     machine = probe() if req.device == "cuda" else None
     gpu = _resolve_gpu(req, presets, machine)
     specs = plan(req, presets, gpu)
@@ -313,7 +332,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             gpu_count=req.num_gpus, num_nodes=req.num_nodes, driver=machine.driver if machine else None,
             cuda=machine.cuda if machine else None, topology=machine.topology if machine else None,
             versions=json.dumps({**info, "torch": machine.torch if machine else None}),
-            command=f"bench --model {req.model} --methods {req.methods} --gpus {req.num_gpus}"
+            command=f"bench --model {req.model_source or req.model} --methods {req.methods} --gpus {req.num_gpus}"
                     + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
                     + (" --exhaustive" if req.exhaustive else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
@@ -555,6 +574,7 @@ def _memory_skip(req: SweepRequest, spec: TrialSpec, presets: Presets, cal, floo
         failure_message=f"{reason} (bench --no-memory-skip measures it)", basis=cal.describe(),
         provenance=json.dumps({"memory": {"static": dict(need.static), "kappa": need.kappa,
                                           "activations_per_sample": dict(need.activations_per_sample)}}),
+        **run_columns(presets.model(spec.model)),
     )
 
 

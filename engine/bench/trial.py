@@ -135,7 +135,14 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     # before torch and transformers import anything, since transformers uses them whenever it finds them.
     t_start = time.perf_counter()
     presets = load_presets(spec.preset_paths)
-    model = presets.model(spec.model)
+    if spec.model_source is not None:
+        from engine.data.runs import RunFlags, model_for
+
+        presets, model = model_for(presets, spec.model_source, RunFlags(**spec.run))
+        if model.id != spec.model:
+            raise RuntimeError(f"{spec.model_source} resolves to {model.id}, not {spec.model} as the sweep's did")
+    else:
+        model = presets.model(spec.model)
     kernels_off = hide_packages(model.fused_kernels) if not spec.methods.free_lunch else []
 
     import torch

@@ -28,7 +28,8 @@ from typing import Any
 
 from engine.data.errors import PlannerError
 from engine.data.presets import Presets, is_stale
-from engine.data.store import Store
+from engine.data.runs import run_key
+from engine.data.store import TRIAL_COLUMNS, Store, Trial
 from engine.plan import uncertainty
 
 # A cell whose only figures are faster than the GPU's peak ("impossible") has status 'refused': it is
@@ -51,6 +52,7 @@ class RankRequest:
     price_overrides: dict[str, float] = field(default_factory=dict)  # GPU or system id -> USD
     sources: tuple[str, ...] = ("measured", "predicted", "paper")
     today: dt.date | None = None  # for staleness; None: today
+    steps: int | None = None  # the run's length; None: the model preset's (engine/data/runs.py)
 
     @property
     def paper_view(self) -> bool:
@@ -72,6 +74,8 @@ class RankRequest:
             raise PlannerError(f"electricity price must be a finite amount, at least 0, not {self.kwh_price_usd} USD/kWh")
         if not 0 < self.utilisation <= 1:
             raise PlannerError(f"utilisation is a share of TDP in (0, 1], not {self.utilisation}")
+        if self.steps is not None and not (isinstance(self.steps, int) and 1 <= self.steps <= 10**9):
+            raise PlannerError(f"a run is 1 to 10^9 steps, not {self.steps}")
         if self.max_gpus < 1:
             raise PlannerError(f"max GPUs per machine must be at least 1, not {self.max_gpus}")
         for item, usd in self.price_overrides.items():
@@ -99,11 +103,16 @@ def energy_price(req: RankRequest, presets: Presets) -> tuple[float | None, dt.d
 
 
 RANK_SQL = """
-WITH cells AS (
+WITH scaled AS (  -- the model's rows on this run: a step's time holds for any length, days scale with steps
+    SELECT * REPLACE (days * coalesce($steps / steps, 1.0) AS days, days_low * coalesce($steps / steps, 1.0) AS days_low,
+                      days_high * coalesce($steps / steps, 1.0) AS days_high)
+    FROM trials WHERE model = $model AND (training_run IS NULL OR training_run = $run)
+),
+cells AS (
     SELECT t.*, s.grp, s.priority,
            row_number() OVER (PARTITION BY t.gpu, t.num_gpus * t.num_nodes
                               ORDER BY s.priority, t.days, t.created_at) AS pick
-    FROM trials t JOIN rank_sources s ON t.source = s.source
+    FROM scaled t JOIN rank_sources s ON t.source = s.source
     WHERE t.model = $model AND t.feasible AND t.days IS NOT NULL AND t.plausibility IS DISTINCT FROM 'impossible'
       -- a paper figure the tool calls implausible is never what a cell is ranked on (but in the paper's view)
       AND (s.grp <> 'paper' OR $paper_view OR coalesce(t.plausibility, 'ok') = 'ok')
@@ -115,13 +124,13 @@ tried AS (  -- every cell with any row, to tell "infeasible everywhere" from "re
                    OR t.failure_kind = 'refused') AS refused_any,
            bool_or(s.grp = 'paper' AND t.feasible AND t.days IS NOT NULL
                    AND t.plausibility = 'implausible') AS implausible_any
-    FROM trials t JOIN rank_sources s ON t.source = s.source
+    FROM scaled t JOIN rank_sources s ON t.source = s.source
     WHERE t.model = $model GROUP BY ALL
 ),
 paper AS (  -- the paper's Table 1 figure for the cell, carried beside whatever the cell is ranked on
     SELECT gpu, num_gpus * num_nodes AS n, min(days) AS paper_days, arg_min(mfu, days) AS paper_mfu,
            arg_min(plausibility, days) AS paper_plausibility
-    FROM trials WHERE $with_paper AND model = $model AND source = 'paper-table1' AND feasible AND days IS NOT NULL
+    FROM scaled WHERE $with_paper AND model = $model AND source = 'paper-table1' AND feasible AND days IS NOT NULL
     GROUP BY ALL
 ),
 options AS (
@@ -252,7 +261,8 @@ def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any
     opts = options(req, presets)
     _input_tables(store, req, opts)
     kwh, kwh_date, kwh_source = energy_price(req, presets)
-    params = {"model": req.model, "kwh": kwh, "utilisation": req.utilisation, "lifespan_years": req.lifespan_years,
+    model = presets.model(req.model)
+    params = {"model": req.model, "steps": req.steps or model.training.steps, "run": run_key(model), "kwh": kwh, "utilisation": req.utilisation, "lifespan_years": req.lifespan_years,
               "budget": req.budget_usd, "deadline": req.deadline_days, "paper_view": req.paper_view,
               "with_paper": "paper" in req.sources}
     rows = store.query_named(RANK_SQL, params)
@@ -308,3 +318,27 @@ def _config(r: dict[str, Any]) -> str | None:
     if r["micro_batch"] and r["grad_accum"]:
         parts.append(f"micro-batch {r['micro_batch']} x {r['grad_accum']}")
     return ", ".join(parts)
+
+
+def store_for(store: Store, presets: Presets, model_id: str) -> Store:
+    """The store to rank `model_id` on. When the store holds no row of the model on its run (a model from its
+    config.json, a run with another step: batch, sequence, precision or optimizer), an in-memory copy of the
+    store's measured and paper rows with the model's predictions added (engine/predict/, every GPU preset x
+    1, 2, 4, 8 GPUs); else the store itself (a model it knows is ranked on its rows: `predict --write` adds
+    predictions to a database of your own). The caller closes what it gets if it is not the store it gave."""
+    model = presets.model(model_id)
+    run = run_key(model)
+    have = store.query("SELECT count(*) AS n FROM trials WHERE model = ? AND "
+                       "(training_run IS NULL OR training_run = ?)", [model_id, run])[0]["n"]
+    if have:
+        return store
+    from engine.predict import build_predictor, predict_missing, write_predictions
+
+    rows = store.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    memory = Store.open(None)
+    keep = [r for r in rows if r["model"] != model_id or r.get("training_run") in (None, run)]
+    memory.add_trials([Trial(**{k: r.get(k) for k in TRIAL_COLUMNS}) for r in keep])
+    predictor = build_predictor(keep, presets)
+    preds = predict_missing(predictor, presets, models=[model_id], best_only=True)
+    write_predictions(memory, preds, presets, command=f"rank (predicted for {model_id} as asked)")
+    return memory

@@ -24,6 +24,7 @@ from typing import Any
 from engine.data import formulas, safe, space
 from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets, Training
+from engine.data.runs import describe_run, run_key
 from engine.data.store import Store, plain, provenance_of
 
 FORMAT = "tui-planner-recipe/1"
@@ -99,8 +100,9 @@ def pick(store: Store, presets: Presets, model: str | None, gpu: str | None, num
                            "needs its preset: --presets FILE")
     if gpu != "cpu":
         presets.gpu(gpu)
-    cell = "model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?"
-    args = [model, gpu, num_gpus, num_nodes]
+    # Only rows of the model's run (the step they time is this run's step: engine/data/runs.py).
+    cell = "model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ? AND (training_run IS NULL OR training_run = ?)"
+    args = [model, gpu, num_gpus, num_nodes, run_key(presets.model(model))]
     usable = store.query(f"SELECT * FROM trials WHERE {cell} AND {_USABLE} ORDER BY step_s, created_at", args)
     counts = {r["k"]: r["n"] for r in store.query(
         f"SELECT coalesce(failure_kind, 'measured') AS k, count(*) AS n FROM trials "
@@ -188,7 +190,7 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         args["gradient_checkpointing_kwargs"] = {"use_reentrant": False}  # as the benchmark
     elif ckpt:
         notes.append(f"{model.hf_class} has no Hugging Face gradient checkpointing: the benchmark checkpointed "
-                     f"each {model.fsdp_wrap} (engine.bench.modeling.enable_checkpointing); do the same in your script")
+                     f"each {model.fsdp_wrap or 'block in its _no_split_modules'} (engine.bench.modeling.enable_checkpointing); do the same in your script")
     if t.optimizer == "adam" and t.weight_decay and not (row["sharding"] or "").startswith("zero"):
         notes.append(f"the recipe names Adam with weight decay {t.weight_decay:g}; Hugging Face's optimizers decay "
                      "decoupled (AdamW): the same speed, slightly different updates")
@@ -208,8 +210,12 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
             "reshard_after_forward": row["sharding"] == "fsdp3",  # True: FULL_SHARD; False: SHARD_GRAD_OP
             "cpu_offload": bool(row["offloading"]),
             "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-            "transformer_layer_cls_to_wrap": [model.fsdp_wrap],
         }
+        if model.fsdp_wrap:
+            args["fsdp_config"]["transformer_layer_cls_to_wrap"] = [model.fsdp_wrap]
+        else:  # accelerate then wraps what the model's _no_split_modules names, as the benchmark did
+            notes.append(f"FSDP wraps the blocks {model.hf_class}._no_split_modules names (accelerate's default, "
+                         "as in the benchmark)")
     if device == "cpu":
         for_device(args, None, "cpu", notes)
     return args
@@ -301,7 +307,16 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
         "notes": notes,
         "provenance": prov,
         "model_preset": plain(model),
+        "run": describe_run(model),
+        "training_run": run_key(model),
     }
+    # The row's days are for the steps it was measured for; this run may be longer or shorter (the same
+    # step: engine/data/runs.py).
+    scale = model.training.steps / (row.get("steps") or model.training.steps)
+    if plan["days"] is not None:
+        plan["days"] = float(plan["days"]) * scale
+    if plan["runner_up"] is not None and plan["runner_up"].get("days") is not None:
+        plan["runner_up"]["days"] = float(plan["runner_up"]["days"]) * scale
     return Recipe(args, ds, _launch(plan, model), _explain(plan, model, presets), plan, notes)
 
 
