@@ -244,8 +244,10 @@ def _with_store(args: argparse.Namespace, command) -> int:
 def _app(args: argparse.Namespace) -> int:
     from tui_planner.app import run_app
 
+    flags = arg.run_flags(args)
+    extra = {} if flags.empty else {"run": flags}  # the model on your run (tui_planner/app/__init__.py)
     return run_app(args.db, tuple(args.presets), model=getattr(args, "model", None),
-                   light=getattr(args, "light", False))
+                   light=getattr(args, "light", False), **extra)
 
 
 def _default(args: argparse.Namespace) -> int:
