@@ -494,6 +494,15 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
                 merged["cloud"].append(_copy(entry))
                 _mark(entry, ("cloud", str(start + i)), origins, str(path))
 
+    # `[models.llama-3.2-1b]` is read by TOML as models -> "llama-3" -> "2-1b": a table of tables only.
+    for kind in ("models", "gpus", "systems"):
+        for entry_id, entry in merged.get(kind, {}).items():
+            if isinstance(entry, dict) and entry and all(isinstance(v, dict) for v in entry.values()):
+                inner = next(iter(entry))
+                meant = f"{entry_id}.{inner}"
+                raise PresetError(origins.file_for((kind, entry_id)), f"{kind}.{entry_id}",
+                                  f"a {kind[:-1]} table; an id with a dot is read by TOML as nested tables: "
+                                  f'quote it, [{kind}."{meant}"]')
     # Models are read relative to the file that names their config.json.
     for model_id, entry in merged.get("models", {}).items():
         if isinstance(entry, dict) and "hf_config" in entry:
