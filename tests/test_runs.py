@@ -99,9 +99,11 @@ def test_a_config_alone_is_a_model_with_the_default_run(presets, name, hf_class)
 
 
 def test_a_config_a_preset_already_has_is_that_preset(presets):
-    own = load_presets([ROOT / "examples" / "own-runs.toml"])
-    _, m = model_for(own, str(CONFIGS / "llama-3.2-1b.json"))
-    assert m is own.model("llama-3.2-1b") and m.training.steps == 100_000
+    _, m = model_for(presets, str(CONFIGS / "llama-3.2-1b.json"))
+    assert m is presets.model("llama-3.2-1b") and m.training.steps == 100_000
+    own = load_presets([ROOT / "examples" / "my-run.toml"])
+    _, m = model_for(own, str(CONFIGS / "olmo-1b.json"))
+    assert m is own.model("olmo-1b-200b") and m.seq_len == 4096
 
 
 @pytest.mark.parametrize("text, why", [
@@ -131,9 +133,9 @@ def test_a_huge_config_is_refused(tmp_path, capsys):
 
 
 def test_a_dotted_model_id_in_toml_is_told_to_quote_it(tmp_path, capsys):
-    text = (ROOT / "examples" / "own-runs.toml").read_text().replace('[models."llama-3.2-1b"]', "[models.llama-3.2-1b]")
+    text = (ROOT / "presets" / "own-runs.toml").read_text().replace('[models."llama-3.2-1b"]', "[models.llama-3.2-1b]")
     text = text.replace('[models."llama-3.2-1b".training]', "[models.llama-3.2-1b.training]")
-    text = text.replace("../presets/configs/", str(CONFIGS) + "/")
+    text = text.replace('"configs/', '"' + str(CONFIGS) + "/")
     (tmp_path / "dotted.toml").write_text(text)
     code, _, err = run_cli(capsys, "presets", "--presets", str(tmp_path / "dotted.toml"))
     assert code == 2 and '"llama-3.2-1b"' in err and "quote" in err

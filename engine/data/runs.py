@@ -280,7 +280,7 @@ def is_config_path(model_arg: str) -> bool:
 def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) -> tuple[Presets, Model]:
     """The presets with the model `--model` names on the run the flags ask for, and that model. `model_arg`
     is a preset id, or the path of a Hugging Face config.json: then the model is read from it alone, under
-    the file's name (a preset of the same config, e.g. from --presets examples/own-runs.toml, is used as it
+    the file's name (a preset of the same config, e.g. presets/own-runs.toml's Llama-3.2-1B, is used as it
     is, with its own run)."""
     flags.check()
     if is_config_path(model_arg):

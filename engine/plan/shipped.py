@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 from engine.data import paperdb
-from engine.data.paths import presets_dir
 from engine.data.presets import load_presets
 from engine.data.store import Store
 
@@ -22,11 +21,8 @@ def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
         if measured.is_dir():
             from engine.data.jsonl import import_jsonl
 
-            # Measured runs of models outside the shipped presets (examples/: own runs) keep their run too.
-            own = presets_dir().parent / "examples" / "own-runs.toml"
-            models = load_presets([own], include_user=False).models if own.is_file() else presets.models
             for f in sorted(measured.glob("*.jsonl")):
-                import_jsonl(store, f, models)
+                import_jsonl(store, f, presets.models)
         if predictions:
             calibrate_generations(store, presets, data_dir / "external")
             add_predictions(store, presets)
