@@ -337,6 +337,7 @@ def test_help_lists_every_key_and_the_palette_runs_actions(db):
     rows = binding_rows()
     screens = {r[0] for r in rows}
     assert {"Everywhere", "Plan (1)", "Chart (2)", "Benchmark (3)", "Results (4)"} <= screens
+    assert {("Plan (1)", "t"), ("Plan (1)", "T"), ("Chart (2)", "t")} <= {r[:2] for r in rows}  # the run's tokens
 
     async def go():
         app = make_app(db)
@@ -521,6 +522,13 @@ def test_snapshot_help(snap_compare, here):
     assert _snap(snap_compare, here, press=("question_mark",))
 
 
+def test_snapshot_plan_own_run(snap_compare, here):
+    """The run's fields filled at 80x24: tokens typed, the batch and sequence the model's own."""
+    from engine.data.runs import RunFlags
+
+    assert _snap(snap_compare, here, run=RunFlags(tokens=100e9))
+
+
 # --- the real console command, in a terminal --------------------------------------------------------
 
 
@@ -645,3 +653,229 @@ def test_plan_shows_systems_bands_dated_prices_and_the_override_that_fixes_a_sta
 
 def fmt_date(d) -> str:
     return d.isoformat()
+
+
+# --- your run: tokens, batch, sequence length (engine/data/runs.py) --------------------------------
+
+
+OLMO = ROOT / "presets" / "configs" / "olmo-1b.json"  # a config.json no shipped preset holds
+
+
+def own_tokens(presets, model_id: str) -> float:
+    from engine.data.runs import tokens
+
+    return float(tokens(presets.model(model_id)))
+
+
+def days_by_option(app: PlannerApp) -> dict[tuple[str, int], float]:
+    return {(r["gpu"], r["num_gpus"]): r["days"] for r in app.ranking.rows if r["days"] is not None}
+
+
+async def ranked_on(pilot, app: PlannerApp, model_id: str, seconds: float = 60) -> None:
+    """Wait until the ranking of the state the keys asked for is on `model_id` (a run the database has no
+    rows of is predicted first: a second or more on a busy machine)."""
+    for _ in range(int(seconds / 0.1)):
+        await pilot.pause(0.1)
+        r = app.ranking
+        if r is not None and r.state == app.state and r.model is not None and r.model.id == model_id:
+            return
+    raise AssertionError(f"never ranked on {model_id}: {app.ranking and app.ranking.error}")
+
+
+@pytest.mark.parametrize("typed, value", [("100e9", 100e9), ("100B", 100e9), ("100b", 100e9), ("1.5T", 1.5e12),
+                                          ("300,000,000,000", 3e11), ("", None), ("  ", None)])
+def test_tokens_parse_as_people_type_them(typed, value):
+    assert st.parse_tokens(typed) == value
+
+
+@pytest.mark.parametrize("typed", ["lots", "0", "-1B", "1e16", "nan", "inf", "100x"])
+def test_bad_tokens_say_what_is_wrong(typed):
+    with pytest.raises(Exception, match="tokens: .* is not a number above 0"):
+        st.parse_tokens(typed)
+
+
+def test_batch_and_sequence_are_whole_numbers_and_tokens_read_back_exactly():
+    assert st.parse_batch("512") == 512 and st.parse_batch("1k") == 1000 and st.parse_batch("") is None
+    assert st.parse_seq_len("4096") == 4096 and st.parse_seq_len("") is None
+    for bad in ("2.5", "0", "seq"):
+        with pytest.raises(Exception, match="not a whole number"):
+            st.parse_batch(bad)
+    with pytest.raises(Exception, match="sequence"):
+        st.parse_seq_len(str(2**23))
+    for value in (3e11, 1.5e12, 52.5e9, 299_892_736_000.0, 600_078_336_000.0, 1_234_567.0, 100.0):
+        assert st.parse_tokens(st.tokens_text(value)) == value
+    assert st.tokens_text(3e11) == "300B" and st.tokens_text(None) == ""
+
+
+def test_tokens_nudge_doubles_the_steps_and_keeps_the_model():
+    from engine.data.runs import RunFlags
+
+    presets = load_presets(include_user=False)
+    s = st.PlanState(model="pythia-1b")
+    _, own = st.run_model(presets, s)
+    twice = st.nudge_tokens(s, own, 2)
+    assert twice.run.tokens == 2 * own_tokens(presets, "pythia-1b")
+    _, on_run = st.run_model(presets, twice)
+    assert on_run.id == "pythia-1b" and on_run.training.steps == 2 * own.training.steps
+    req = twice.request(on_run)
+    assert req.model == "pythia-1b" and req.steps == 2 * own.training.steps
+    tiny = st.nudge_tokens(s, own, 1e-12)  # never less than one step
+    assert st.run_model(presets, tiny)[1].training.steps == 1
+    _, other = st.run_model(presets, st.with_seq_len(s, 4096))
+    assert other.id == "pythia-1b+b512s4096" and other.seq_len == 4096  # the same tokens a step
+    # the command line's --steps and --batch-tokens, as the fields hold them: the same model
+    flags = st.plain_run(presets, "pythia-1b", RunFlags(steps=1000, batch_tokens=2**20, precision="bf16"))
+    assert flags.steps is None and flags.batch_tokens is None and flags.precision == "bf16"
+    assert st.run_model(presets, st.PlanState(model="pythia-1b", run=flags))[1] == \
+        st.run_model(presets, st.PlanState(model="pythia-1b", run=RunFlags(steps=1000, batch_tokens=2**20,
+                                                                          precision="bf16")))[1]
+
+
+def test_typing_tokens_scales_the_days_and_t_doubles_them(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            before = days_by_option(app)
+            own = own_tokens(app.presets, "pythia-1b")
+            assert "300B tokens: 143,000 steps of 1,024 x 2,049" in text(app, "#run")
+            await pilot.press("e", "shift+tab", "shift+tab", "shift+tab")  # budget, then up to the run
+            assert app.screen.query_one("#tokens", Input).has_focus
+            await pilot.press(*st.tokens_text(2 * own), "enter")
+            await ranked(pilot, app)
+            assert app.state.run.tokens == 2 * own and app.ranking.model.id == "pythia-1b"
+            assert app.ranking.store is None  # the database's rows: no predictions made
+            after = days_by_option(app)
+            assert after.keys() == before.keys()
+            assert all(after[k] == pytest.approx(2 * before[k], rel=1e-12) for k in before)
+            assert "600B tokens: 286,000 steps" in text(app, "#run")
+            await pilot.press("t")  # twice again
+            await ranked(pilot, app)
+            assert all(days_by_option(app)[k] == pytest.approx(4 * before[k], rel=1e-12) for k in before)
+            assert app.screen.query_one("#tokens", Input).value == st.tokens_text(4 * own)
+            await pilot.press("T", "T")
+            await ranked(pilot, app)
+            assert all(days_by_option(app)[k] == pytest.approx(before[k], rel=1e-12) for k in before)
+            await pilot.press("2")  # the chart's title says which run its days are for
+            await pilot.pause(0.2)
+            assert "300B tokens: 143,000 steps" in text(app, "#chart-run")
+
+    asyncio.run(go())
+
+
+def test_bad_tokens_show_an_error_that_clears_when_corrected(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            box = app.screen.query_one("#tokens", Input)
+            await pilot.press("e", "shift+tab", "shift+tab", "shift+tab", *"lots")
+            await pilot.pause(0.2)
+            assert box.has_class("-bad") and "tokens: 'lots' is not a number" in text(app, "#verdict")
+            assert app.state.run.tokens is None  # the last good plan stays ranked
+            await pilot.press(*["backspace"] * 4, *"100B")
+            await ranked(pilot, app)
+            assert not box.has_class("-bad") and app.state.run.tokens == 100e9
+            assert "is not a number" not in text(app, "#verdict") and "Buy" in text(app, "#verdict")
+            assert "100B tokens" in text(app, "#run")
+            # back to a value the plan already has: the stale error still goes
+            await pilot.press(*["backspace"] * 4, "x")
+            await pilot.pause(0.2)
+            assert box.has_class("-bad")
+            await pilot.press("backspace", *"100B")
+            await pilot.pause(0.3)
+            assert not box.has_class("-bad") and "is not a number" not in text(app, "#verdict")
+            # a run the model cannot have is said as it is typed
+            await pilot.press(*["backspace"] * 4, "tab", *"0")
+            await pilot.pause(0.2)
+            assert app.screen.query_one("#batch", Input).has_class("-bad")
+            assert "batch: '0'" in text(app, "#verdict")
+
+    asyncio.run(go())
+
+
+def test_a_sequence_length_ranks_another_model_on_predictions_made_for_it(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("e", "shift+tab", *"4096", "enter")
+            await ranked_on(pilot, app, "pythia-1b+b512s4096")
+            result = app.ranking
+            assert app.state.model == "pythia-1b" and app.state.run.seq_len == 4096
+            rows = [r for r in result.rows if r["days"] is not None]
+            assert rows and {r["source"] for r in rows} == {"predicted"} and result.store is not None
+            assert "pythia-1b+b512s4096" in text(app, "#title")
+            assert "of 512 x 4,096" in text(app, "#run")
+            assert app.screen.query_one("#batch", Input).placeholder == "512 seqs"  # the same tokens a step
+            store = result.store
+            await pilot.press("t")  # its length: no new predictions, the same store
+            await ranked_on(pilot, app, "pythia-1b+b512s4096")
+            assert app.ranking.store is store and app.run_stores == {"pythia-1b+b512s4096": store}
+            await pilot.press("enter")  # the predicted option's trial, read from where it was ranked
+            await pilot.pause(0.5)
+            assert isinstance(app.screen, TrialDetail)
+            body = str(app.screen.query_one("#detail-body", Static).render())
+            assert "pythia-1b+b512s4096" in body and "512x4096" in body
+
+    asyncio.run(go())
+
+
+def test_app_opens_on_a_config_json_and_a_run_from_the_command_line(db):
+    from engine.data.errors import PlannerError
+    from engine.data.runs import RunFlags
+
+    async def go():
+        app = make_app(db, model=str(OLMO), run=RunFlags(tokens=50e9, precision="bf16"))
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked_on(pilot, app, "olmo-1b")
+            assert app.state.model == "olmo-1b" and "olmo-1b" in app.presets.models
+            assert app.screen.query_one("#model", Select).value == "olmo-1b"
+            assert app.screen.query_one("#tokens", Input).value == "50B"
+            assert any(r["days"] is not None and r["source"] == "predicted" for r in app.ranking.rows)
+            assert "50B tokens:" in text(app, "#run") and "Buy" in text(app, "#verdict")
+
+    asyncio.run(go())
+    with pytest.raises(PlannerError, match="image model"):
+        make_app(db, model="vit-large", run=RunFlags(tokens=1e9))
+    with pytest.raises(PlannerError):
+        make_app(db, model="no/such/config.json")
+
+
+def test_results_say_which_run_a_row_is_for_and_export_follows_the_plans_run(db, tmp_path):
+    import json
+
+    from engine.data.runs import RunFlags
+
+    async def go():
+        presets = load_presets(include_user=False)
+        app = make_app(db, run=RunFlags(tokens=2 * own_tokens(presets, "pythia-1b")))
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("4")
+            await pilot.pause(0.5)
+            screen = app.screen
+            screen.query_one("#f-model", Select).value = "pythia-1b"
+            screen.query_one("#f-source", Select).value = "measured"
+            await pilot.pause(0.5)
+            row = screen.rows[0]
+            assert row["days"] is not None
+            shown = text(app, "#results-run")
+            assert row["training_run"] in shown and f"{row['steps']:,} steps" in shown
+            await pilot.press("escape", "enter")
+            await pilot.pause(0.8)
+            assert isinstance(app.screen, TrialDetail)
+            assert "600B tokens" in str(app.screen.query_one("#detail-recipe", Static).render())
+            await pilot.press("x")
+            await pilot.pause(0.3)
+            await pilot.press(*str(tmp_path / "out"), "enter")
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if (tmp_path / "out" / "plan.json").exists():
+                    break
+        return row
+
+    row = asyncio.run(go())
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert plan["steps"] == 2 * row["steps"] and plan["days"] == pytest.approx(2 * row["days"])
+    assert plan["run"].startswith("600B tokens")

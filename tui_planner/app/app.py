@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -20,13 +21,15 @@ from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from engine.data.errors import PlannerError
-from engine.data.presets import Presets
+from engine.data.presets import Model, Presets
+from engine.data.runs import RunFlags
 from engine.data.store import Store
 from tui_planner.app.screens.bench import BenchScreen
 from tui_planner.app.screens.chart import ChartScreen
 from tui_planner.app.screens.plan import PlanScreen
 from tui_planner.app.screens.results import ResultsScreen
 from tui_planner import format as fmt
+from tui_planner.app import state as st
 from tui_planner.app.state import PlanState, SweepHandle
 
 DARK, LIGHT = "textual-dark", "textual-light"
@@ -34,12 +37,17 @@ DARK, LIGHT = "textual-dark", "textual-light"
 
 @dataclass(frozen=True)
 class Ranking:
-    """The ranking for one PlanState: its rows, GPUs with no data, or why it could not be computed."""
+    """The ranking for one PlanState: its rows, GPUs with no data, or why it could not be computed; the
+    model on the state's run and the presets holding it (what export builds from), and the store it was
+    ranked on when that is not the app's (predictions made now for a run the database has no rows of)."""
 
     state: PlanState
     rows: tuple[dict[str, Any], ...] = ()
     missing: tuple[str, ...] = ()
     error: str | None = None
+    model: Model | None = field(default=None, compare=False)
+    presets: Presets | None = field(default=None, compare=False)
+    store: Store | None = field(default=None, compare=False)
 
 
 class PlannerApp(App):
@@ -63,17 +71,29 @@ class PlannerApp(App):
     db_path: reactive[str] = reactive("", init=False)
 
     def __init__(self, presets: Presets, db: str | Path, model: str | None = None, preset_paths: tuple[str, ...] = (),
-                 light: bool = False, today: dt.date | None = None) -> None:
+                 light: bool = False, today: dt.date | None = None, run: RunFlags | None = None) -> None:
+        """`model`: a preset id or the path of a Hugging Face config.json (then the app's presets hold the
+        model read from it); `run`: the command line's run flags. Raises PlannerError for either."""
+        from engine.data.runs import is_config_path, model_for
+
         super().__init__()
+        if model and is_config_path(model):
+            presets, read = model_for(presets, model)  # the config's model on its own run, under its id
+            model = read.id
+        first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
+        presets.model(first)
+        flags = st.plain_run(presets, first, run)  # a run the model cannot have: said before the app opens
         self.presets = presets
         self.preset_paths = tuple(preset_paths)
         self.store: Store = Store.open(db, read_only=True, create=False)
         self.sweep: SweepHandle | None = None
         self._watchdog = None
         self.theme = LIGHT if light else DARK
-        first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
-        presets.model(first)
-        self.initial = PlanState(model=first, today=today)  # today: when prices turn stale (tests fix it)
+        # today: when prices turn stale (tests fix it)
+        self.initial = PlanState(model=first, today=today, run=flags)
+        # The stores with predictions made now, per model on a run the database has no rows of (store_for).
+        self.run_stores: dict[str, Store] = {}
+        self._run_stores_lock = threading.Lock()
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
 
     # --- life cycle ----------------------------------------------------------------------------------
@@ -112,6 +132,7 @@ class PlannerApp(App):
 
     def on_unmount(self) -> None:
         self.stop_sweep(now=True)
+        self._drop_run_stores(now=True)
         self.store.close()
         if self._watchdog is not None:  # we got out in time
             self._watchdog.cancel()
@@ -133,24 +154,66 @@ class PlannerApp(App):
         from engine.plan.ranking import no_data_gpus, rank
 
         cur = self.store.cursor()
+        on = None
         try:
-            req = state.request()
-            rows = rank(cur, req, self.presets)
-            result = Ranking(state, tuple(rows), tuple(no_data_gpus(cur, req, self.presets)))
+            presets, model = st.run_model(self.presets, state)
+            ranked_on = self._store_for(cur, presets, model.id)
+            if ranked_on is None:  # a newer state is being ranked
+                return
+            on = ranked_on.cursor() if ranked_on is not cur else cur
+            req = state.request(model)
+            rows = rank(on, req, presets)
+            result = Ranking(state, tuple(rows), tuple(no_data_gpus(on, req, presets)), model=model, presets=presets,
+                             store=None if ranked_on is cur else ranked_on)
         except PlannerError as e:
             result = Ranking(state, error=str(e))
         except Exception as e:  # noqa: BLE001 - e.g. a database that is not ours: say so on screen
             result = Ranking(state, error=f"cannot rank: {type(e).__name__}: {e}")
         finally:
+            if on is not None and on is not cur:
+                on.close()
             cur.close()
         if not get_current_worker().is_cancelled:
             self.call_from_thread(setattr, self, "ranking", result)
+
+    def _store_for(self, cur: Store, presets: Presets, model_id: str) -> Store | None:
+        """The store to rank a model on a run on (engine.plan.ranking.store_for): the database (through `cur`)
+        where it holds the model on that run, else one with predictions made now (about a second), kept per
+        model id while this database is open. None when the worker was cancelled while it waited."""
+        from engine.plan.ranking import store_for
+
+        with self._run_stores_lock:  # one prediction at a time; a state left behind meanwhile skips its own
+            if model_id in self.run_stores:
+                return self.run_stores[model_id]
+            if get_current_worker().is_cancelled:
+                return None
+            store = store_for(cur, presets, model_id)
+            if store is not cur:
+                self.run_stores[model_id] = store
+            return store
+
+    def predicting(self, model_id: str) -> bool:
+        """Whether ranking this model id may first make predictions (a run the database may not hold)."""
+        return model_id not in self.presets.models and model_id not in self.run_stores
+
+    def _drop_run_stores(self, now: bool = False) -> None:
+        with self._run_stores_lock:
+            stores, self.run_stores = list(self.run_stores.values()), {}
+        for store in stores:
+            if not now:
+                self._close_when_idle(store)
+                continue
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - leaving: an in-memory database goes with the process
+                pass
 
     def open_database(self, path: str | Path) -> None:
         """Make another results file the current one (read-only). Raises PlannerError with the reason."""
         new = Store.open(Path(path).expanduser(), read_only=True, create=False)
         old, self.store = self.store, new
         self.db_path = str(new.path)
+        self._drop_run_stores()  # their measured and paper rows were the old file's
         self._close_when_idle(old)
         if self.state is not None:
             self.rank_in_background(self.state)

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from engine.data.errors import PlannerError
+from engine.data.runs import MAX_BATCH, MAX_SEQ, MAX_TOKENS, RunFlags
 from tui_planner import args as arg
 from tui_planner import views
 
 BUDGET_STEP_USD = 10_000
 DEADLINE_STEP_DAYS = 10
+TOKENS_FACTOR = 2  # t / T: twice or half the tokens
 SOURCE_CHOICES = (
     ("all", ("measured", "predicted", "paper")),
     ("measured+paper", ("measured", "paper")),
@@ -39,15 +41,21 @@ class PlanState:
     max_gpus: int = 8
     x_axis: str = "hardware"  # chart: "hardware" cost or cost per "experiment"
     today: dt.date | None = None  # when prices turn stale; None: today
+    # Your run (engine/data/runs.py): tokens, global batch (sequences), sequence length, and the precision
+    # and optimizer --precision / --optimizer gave; None keeps the model's own. `model` stays the preset.
+    run: RunFlags = RunFlags()
 
-    def request(self) -> Any:
+    def request(self, on_run: Any = None) -> Any:
+        """The ranking request; `on_run` is the model on this state's run (run_model), whose id and steps it
+        asks for (a run of another length keeps the id: its days scale with the steps)."""
         from engine.plan.ranking import RankRequest
 
         return RankRequest(
-            model=self.model, budget_usd=self.budget_usd, deadline_days=self.deadline_days,
-            gpus_allowed=self.gpus_allowed, max_gpus=self.max_gpus, lifespan_years=self.lifespan_years,
-            kwh_price_usd=self.kwh_price_usd, price_overrides=dict(self.price_overrides), sources=self.sources,
-            today=self.today,
+            model=self.model if on_run is None else on_run.id, budget_usd=self.budget_usd,
+            deadline_days=self.deadline_days, gpus_allowed=self.gpus_allowed, max_gpus=self.max_gpus,
+            lifespan_years=self.lifespan_years, kwh_price_usd=self.kwh_price_usd,
+            price_overrides=dict(self.price_overrides), sources=self.sources, today=self.today,
+            steps=None if on_run is None else on_run.training.steps,
         )
 
 
@@ -132,6 +140,115 @@ def parse_prices(text: str, known: Sequence[str]) -> tuple[tuple[str, float], ..
             raise PlannerError(f"prices: no GPU or system called {gpu!r}; known: {', '.join(known)}")
         out.append((gpu, parse_money(usd, f"price of {gpu}")))
     return tuple(out)
+
+
+# --- your run -----------------------------------------------------------------------------------------
+
+
+def run_model(presets: Any, s: PlanState) -> tuple[Any, Any]:
+    """(the presets with the model on the state's run, that model): engine.data.runs.model_for. Raises
+    PlannerError (RunError) for a run the model cannot have (tokens for an image model, say)."""
+    from engine.data.runs import model_for
+
+    return model_for(presets, s.model, s.run)
+
+
+def plain_run(presets: Any, model_id: str, flags: RunFlags | None) -> RunFlags:
+    """The command line's run as the Plan screen's fields hold it: --steps and --tokens-per-param become the
+    tokens they come to, --batch-tokens the batch in sequences (the same model either way); --precision and
+    --optimizer stay. Raises PlannerError for a run that cannot be."""
+    from engine.data.runs import model_for, tokens
+
+    flags = flags or RunFlags()
+    _, model = model_for(presets, model_id, flags)
+    if flags.steps is not None or flags.tokens_per_param is not None:
+        flags = replace(flags, tokens=float(tokens(model)), steps=None, tokens_per_param=None)
+    if flags.batch_tokens is not None:
+        flags = replace(flags, batch=model.training.batch_size, batch_tokens=None)
+    return flags
+
+
+def _quantity(text: str, what: str, most: float, whole_number: bool, example: str) -> float | None:
+    import argparse
+
+    t = text.strip()
+    if not t:
+        return None
+    if t[-1] in "mbgt":  # 100b, 1.5t, 1m as people type them
+        t = t[:-1] + t[-1].upper()
+    try:
+        return arg.quantity(most, what, whole_number)(t)
+    except argparse.ArgumentTypeError:
+        need = "a whole number" if whole_number else "a number"
+        raise PlannerError(f"{what.split()[-1]}: {text!r} is not {need} above 0 and at most {arg._num(most)} "
+                           f"(e.g. {example}; empty: the model's own)") from None
+
+
+def parse_tokens(text: str) -> float | None:
+    """'100e9', '100B', '1.5T', '300,000,000,000' -> tokens; empty -> None (the model's own)."""
+    return _quantity(text, "tokens", MAX_TOKENS, False, "100e9, 100B, 1.5T")
+
+
+def parse_batch(text: str) -> int | None:
+    """The global batch in sequences (images, for an image model); empty -> None (the model's own)."""
+    value = _quantity(text, "batch", MAX_BATCH, True, "512, 1k")
+    return None if value is None else int(value)
+
+
+def parse_seq_len(text: str) -> int | None:
+    """Tokens a sequence; empty -> None (the model's own)."""
+    value = _quantity(text, "sequence", MAX_SEQ, True, "2048, 4096")
+    return None if value is None else int(value)
+
+
+def tokens_text(value: float | None) -> str:
+    """Tokens as the field shows them, read back exactly by parse_tokens: 300B, 1.5T, 52.5B, 1234567."""
+    if value is None:
+        return ""
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        short = f"{value / div:.12g}"
+        if value >= div and "e" not in short and float(short) * div == value:
+            return f"{short}{unit}"
+    return f"{value:.0f}" if value == int(value) else f"{value:g}"
+
+
+def tokens_short(value: float) -> str:
+    """Tokens in three figures, for a hint: 300B, 23.5B, 1.5T."""
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= div:
+            return f"{value / div:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def with_tokens(s: PlanState, value: float | None) -> PlanState:
+    """The run on `value` tokens (None: the model's own length)."""
+    return replace(s, run=replace(s.run, tokens=value, steps=None, tokens_per_param=None))
+
+
+def with_batch(s: PlanState, value: int | None) -> PlanState:
+    return replace(s, run=replace(s.run, batch=value, batch_tokens=None))
+
+
+def with_seq_len(s: PlanState, value: int | None) -> PlanState:
+    return replace(s, run=replace(s.run, seq_len=value))
+
+
+def nudge_tokens(s: PlanState, on_run: Any, factor: float) -> PlanState:
+    """Twice (or half, ...) the tokens of the run now (`on_run`: the model on it), at least one step's and at
+    most MAX_TOKENS; an image model's run is counted in steps, so it keeps its length."""
+    from engine.data.runs import is_image, tokens, units_per_sample
+
+    if is_image(on_run):
+        return s
+    step = on_run.training.batch_size * units_per_sample(on_run)
+    return with_tokens(s, float(min(MAX_TOKENS, max(step, tokens(on_run) * factor))))
+
+
+def run_line(on_run: Any) -> str:
+    """The run a ranking answers for, in words (plain text: the caller escapes it)."""
+    from engine.data.runs import describe_run
+
+    return describe_run(on_run)
 
 
 def verdict(rows: list[dict], s: PlanState) -> list[str]:

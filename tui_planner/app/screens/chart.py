@@ -1,5 +1,6 @@
 """Chart: training days against hardware cost (or cost per experiment), Pareto frontier highlighted,
-the budget and the deadline drawn as lines that move with the what-if keys."""
+the budget and the deadline drawn as lines that move with the what-if keys; the title says which run the
+days are for."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.widgets import Footer, Header, Static
 
 from tui_planner import format as fmt
 from tui_planner.app import chart
+from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
 from tui_planner.app.text import content
 
@@ -38,6 +40,7 @@ class ChartScreen(WhatIfScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="chart-title")
+        yield Static("", id="chart-run")
         yield ScatterChart(id="chart")
         yield Static("", id="chart-info")
         yield Footer(compact=True, show_command_palette=False)
@@ -65,9 +68,12 @@ class ChartScreen(WhatIfScreen):
         c.x_title = "cost per experiment" if per_run else "hardware cost"
         if c.selected is not None and c.selected >= len(self.rows):
             c.selected = None
+        model = result.model.id if result.model is not None else s.model  # the model on the run
         self.query_one("#chart-title", Static).update(content(
-            f"[b]{fmt.esc(s.model)}[/b]: days v {c.x_title} [dim](log)[/] [green]◆[/]Pareto ●fits "
+            f"[b]{fmt.esc(model)}[/b]: days v {c.x_title} [dim](log)[/] [green]◆[/]Pareto ●fits "
             f"[dim]○over/late[/] [yellow]│budget ─deadline[/]"))
+        self.query_one("#chart-run", Static).update(content(
+            f"[dim]days for[/] {fmt.esc(st.run_line(result.model))}" if result.model is not None else ""))
         self._info()
 
     def _info(self) -> None:

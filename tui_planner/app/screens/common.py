@@ -1,11 +1,12 @@
-"""What the Plan and Chart screens share: the what-if keys, so a PI can step the budget and the deadline
-and cycle models without typing, and see the ranking or the chart follow."""
+"""What the Plan and Chart screens share: the what-if keys, so a PI can step the budget, the deadline and
+the run's tokens and cycle models without typing, and see the ranking or the chart follow."""
 
 from __future__ import annotations
 
 from textual.binding import Binding
 from textual.screen import Screen
 
+from tui_planner import format as fmt
 from tui_planner.app import state as st
 
 # The footer shows one entry per pair ("[ ]" budget, ", ." deadline) so the 80-column footer keeps room
@@ -18,6 +19,8 @@ WHAT_IF_BINDINGS = [
     Binding("m", "model(1)", "model", tooltip="next model"),
     Binding("M", "model(-1)", "Prev model", show=False, tooltip="previous model"),
     Binding("s", "sources", "src", tooltip="cycle which sources are trusted"),
+    Binding("t", "tokens(2)", "tokens x2", show=False, tooltip="twice the tokens (same batch and sequence)"),
+    Binding("T", "tokens(0.5)", "tokens /2", show=False, tooltip="half the tokens"),
 ]
 
 
@@ -40,3 +43,22 @@ class WhatIfScreen(Screen):
     def action_sources(self) -> None:
         if self.app.state:
             self.app.state = st.cycle_sources(self.app.state)
+
+    def action_tokens(self, factor: float) -> None:
+        """Another length of the same run: the ranking scales its days with the steps, no new predictions."""
+        from engine.data.errors import PlannerError
+
+        if not self.app.state:
+            return
+        try:
+            _, on_run = st.run_model(self.app.presets, self.app.state)
+        except PlannerError as e:  # the run in the fields cannot be: the verdict already says why
+            self.app.notify(fmt.visible(e, newlines=True), severity="warning", timeout=4, markup=False)
+            return
+        from engine.data.runs import is_image
+
+        if is_image(on_run):
+            self.app.notify(f"{fmt.visible(on_run.id)}: an image model's run is its batch and steps, not tokens",
+                            timeout=4, markup=False)
+            return
+        self.app.state = st.nudge_tokens(self.app.state, on_run, factor)

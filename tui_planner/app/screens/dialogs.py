@@ -164,6 +164,7 @@ class AskPath(ModalScreen[str | None]):
 
 DETAIL_FIELDS = (
     ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"), ("num_nodes", "nodes"), ("source", "source"),
+    ("training_run", "run (batch x seq, prec., opt.)"), ("steps", "steps (its days are for)"),
     ("days", "training days"), ("step_s", "step (s)"), ("pass_s", "pass (s)"), ("pass_spread_s", "pass spread (s)"),
     ("update_s", "update (s)"), ("micro_batch", "micro-batch"), ("grad_accum", "accumulation"),
     ("samples_per_s", "samples/s"), ("tokens_per_s", "tokens/s"), ("analytic_days", "analytic days (100% MFU)"),
@@ -205,12 +206,26 @@ def detail_text(row: dict[str, Any]) -> str:
 
 
 class TrialDetail(ModalScreen[None]):
+    """A trial, read from `store` (the app's database when None: the Plan screen passes the store it ranked
+    on, which holds predictions made for a run); its training settings are built and exported for the model
+    in `presets` (the app's when None: the Plan screen passes the presets with the model on its run, so
+    plan.json's steps and days are that run's)."""
+
     BINDINGS = [Binding("escape,q", "dismiss", "Close"), Binding("x", "export", "Export settings")]
 
-    def __init__(self, trial_id: str) -> None:
+    def __init__(self, trial_id: str, store: Any = None, presets: Any = None) -> None:
         super().__init__()
         self.trial_id = trial_id
         self.row: dict[str, Any] | None = None
+        self._store, self._presets = store, presets
+
+    @property
+    def store(self) -> Any:
+        return self._store if self._store is not None else self.app.store
+
+    @property
+    def presets(self) -> Any:
+        return self._presets if self._presets is not None else self.app.presets
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail"):
@@ -223,10 +238,10 @@ class TrialDetail(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def load(self) -> None:
-        cur = self.app.store.cursor()
+        cur = self.store.cursor()
         try:
             rows = cur.query("SELECT * FROM trials WHERE trial_id = ?", [self.trial_id])
-            settings = recipe_preview(cur, self.app.presets, self.trial_id) if rows else ""
+            settings = recipe_preview(cur, self.presets, self.trial_id) if rows else ""
         finally:
             cur.close()
         self.app.call_from_thread(self._show, rows[0] if rows else None, settings)
@@ -235,7 +250,8 @@ class TrialDetail(ModalScreen[None]):
         self.row = row
         body = self.query_one("#detail-body", Static)
         body.update(content(detail_text(row) if row else
-                            f"trial {fmt.esc(self.trial_id)} is not in {fmt.esc(self.app.store.path)}"))
+                            f"trial {fmt.esc(self.trial_id)} is not in "
+                            f"{fmt.esc(self.store.path or 'the predictions made for this run')}"))
         self.query_one("#detail-recipe", Static).update(content(settings))
 
     def action_export(self) -> None:
@@ -255,10 +271,10 @@ class TrialDetail(ModalScreen[None]):
     def export_to(self, path: str) -> None:
         from engine.recipe import export as recipe
 
-        cur = self.app.store.cursor()
+        cur = self.store.cursor()
         try:
-            choice = recipe.pick(cur, self.app.presets, None, None, None, trial_id=self.trial_id)
-            written = recipe.write(recipe.build(choice, self.app.presets, self.app.store.path), Path(path))
+            choice = recipe.pick(cur, self.presets, None, None, None, trial_id=self.trial_id)
+            written = recipe.write(recipe.build(choice, self.presets, self.store.path), Path(path))
         except Exception as e:  # noqa: BLE001 - PlannerError, OSError, or a bug: say it, keep the app
             self.app.call_from_thread(self.app.notify, fmt.visible(e, newlines=True), title="Export failed",
                                       severity="error", timeout=10, markup=False)
@@ -287,7 +303,10 @@ def recipe_preview(store, presets, trial_id: str) -> str:
         return f"\n[b]Training settings[/b]\n  [dim]cannot be built from this row ({escape(type(e).__name__)}: {escape(e)})[/]"
     keys = ("per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate",
             "lr_scheduler_type", "bf16", "fp16", "tf32", "torch_compile", "gradient_checkpointing", "optim", "fsdp")
-    lines = ["", "[b]Training settings[/b] [dim](x writes them: TrainingArguments, DeepSpeed/FSDP, launch.sh)[/]"]
+    lines = ["", "[b]Training settings[/b] [dim](x writes them: TrainingArguments, DeepSpeed/FSDP, launch.sh)[/]",
+             f"  {'run':<28} {escape(r.plan.get('run', ''))}"]
+    if r.plan.get("days") is not None:
+        lines.append(f"  {'days on this run':<28} {fmt.days(r.plan['days'])}")
     lines += [f"  {k:<28} {escape(str(r.training_args[k]))}" for k in keys
               if r.training_args.get(k) not in (None, "", [], False)]
     if r.deepspeed:

@@ -1,6 +1,10 @@
-"""Plan: pick a model, budget, deadline and GPUs; the ranking beside it follows every change. Each option
-is GPUs in a system that is sold to hold them, with its band and deadline verdict; the line under the
-table tells the highlighted option's whole story (its prices with their dates, the paper's figure beside)."""
+"""Plan: pick a model and its run (tokens, global batch, sequence length), budget, deadline and GPUs; the
+ranking beside it follows every change. Each option is GPUs in a system that is sold to hold them, with its
+band and deadline verdict; the line under the table tells the highlighted option's whole story (its prices
+with their dates, the paper's figure beside). The line under the header says which run every figure is for.
+
+Tokens re-rank at once (the same step, days scale with the steps); a batch or sequence length is another
+model (engine/data/runs.py), ranked on predictions made for it, so it applies when typing pauses."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, SelectionList, Static
 
 from engine.data.errors import PlannerError
+from engine.data.runs import is_image, tokens
 from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
@@ -23,6 +28,12 @@ SOURCE_SHORT = {"measured": "meas", "predicted": "pred", "paper-table1": "T1", "
 # separating space; 50 columns in all, the right pane's width at 80x24 less the scrollbar.
 COLUMNS = (("", "mark", 4, False), ("GPUs", "gpus", 15, False), ("in", "system", 4, False),
            ("cost", "hw", 10, True), ("days", "days", 8, True), ("MFU", "mfu", 5, True), ("from", "source", 4, False))
+RUN_FIELDS = {"tokens": "Tokens", "batch": "Batch", "seq": "Seq len"}
+STEP_FIELDS = ("batch", "seq")  # another model: applied when typing pauses (predictions take a second)
+APPLY_AFTER_S = 0.6
+TOKEN_KEYS = "t/T: tokens x2 /2"
+FIELDS = {"budget": "budget_usd", "deadline": "deadline_days", "lifespan": "lifespan_years", "kwh": "kwh_price_usd",
+          "prices": "price_overrides"}
 
 
 def option_mark(r: dict) -> str:
@@ -60,7 +71,8 @@ class PlanScreen(WhatIfScreen):
     BINDINGS = [
         *WHAT_IF_BINDINGS,
         Binding("g", "focus_gpus", "GPUs", show=False, tooltip="choose GPU types (space toggles)"),
-        Binding("e", "edit", "Edit", show=False, tooltip="type the budget, deadline, prices…"),
+        Binding("e", "edit", "Edit", show=False,
+                tooltip="type the budget, deadline, prices… (shift+tab: the run's tokens, batch, sequence)"),
         Binding("escape", "focus_table", "Table", show=False),
         Binding("enter", "details", "Details", show=False, tooltip="the result behind the highlighted option"),
         Binding("p", "prices", "Prices", show=False,
@@ -69,13 +81,21 @@ class PlanScreen(WhatIfScreen):
 
     def compose(self) -> ComposeResult:
         presets = self.app.presets
+        self._errors: dict[str, str] = {}  # a field's text that is not a value: why (the verdict shows it)
+        self._pending: dict[str, int | None] = {}  # batch / sequence typed, applied when typing pauses
+        self._apply_timer = None
         yield Header()
+        yield Static("", id="run")
         with Horizontal():
             with Vertical(id="form"):
                 with Horizontal(classes="field"):
                     yield Label("Model", classes="name")
                     yield Select([(fmt.text(m), m) for m in presets.models], allow_blank=False, compact=True, id="model",
                                  value=self.app.initial.model)
+                for key, label in RUN_FIELDS.items():
+                    with Horizontal(classes="field"):
+                        yield Label(label, classes="name")
+                        yield Input(compact=True, id=key, select_on_focus=True)
                 kwh = presets.electricity
                 for key, label, tip in (("budget", "Budget $", "e.g. 50000, 50k"),
                                         ("deadline", "Deadline d", "days; empty: none"),
@@ -113,7 +133,11 @@ class PlanScreen(WhatIfScreen):
             return
         values = {"budget": f"{s.budget_usd:.0f}", "deadline": "" if s.deadline_days is None else f"{s.deadline_days:g}",
                   "lifespan": f"{s.lifespan_years:g}", "kwh": "" if s.kwh_price_usd is None else f"{s.kwh_price_usd:g}",
-                  "prices": " ".join(f"{g}={usd:.0f}" for g, usd in s.price_overrides)}
+                  "prices": " ".join(f"{g}={usd:.0f}" for g, usd in s.price_overrides),
+                  "tokens": st.tokens_text(s.run.tokens), "batch": "" if s.run.batch is None else str(s.run.batch),
+                  "seq": "" if s.run.seq_len is None else str(s.run.seq_len)}
+        for key in self._pending:  # typed, not yet applied: the box keeps what was typed
+            values.pop(key, None)
         for key, text in values.items():
             box = self.query_one(f"#{key}", Input)
             if not box.has_focus:
@@ -129,6 +153,31 @@ class PlanScreen(WhatIfScreen):
             with model.prevent(Select.Changed):
                 model.value = s.model
         self.query_one("#sources", Label).update(f"Sources [b]{st.sources_label(s.sources)}[/] [dim](s)[/]")
+        self._show_run(s)
+
+    def _show_run(self, s: st.PlanState) -> None:
+        """The run line under the header (what every figure on the screen is for) and, in each empty run
+        field, what it stands for now (the model's own, or what the other fields make of it)."""
+        box = self.query_one("#run", Static)
+        try:
+            _, on_run = st.run_model(self.app.presets, s)
+        except PlannerError as e:
+            box.update(content(f"[b]Run[/b] [b red]{fmt.esc(e)}[/]"))
+            return
+        image = is_image(on_run)
+        own = {"tokens": "(image model)" if image else st.tokens_short(float(tokens(on_run))),
+               "batch": f"{on_run.training.batch_size} {'images' if image else 'seqs'}",
+               "seq": "(image model)" if image else f"{on_run.seq_len}"}
+        for key, text in own.items():
+            self.query_one(f"#{key}", Input).placeholder = text
+        result = self.app.ranking
+        words = st.run_line(on_run)
+        line = f"[b]Run[/b] {fmt.esc(words)}"
+        if result is None or result.state != s:
+            line += "  [dim]predicting…[/]" if self.app.predicting(on_run.id) else "  [dim]ranking…[/]"
+        elif len(words) + len(TOKEN_KEYS) + 4 <= 78:  # the screen's width less the line's padding
+            line += f"  [dim]{TOKEN_KEYS}[/]"
+        box.update(content(line))
 
     @staticmethod
     def _pad(text: str, width: int, right: bool) -> str:
@@ -136,6 +185,12 @@ class PlanScreen(WhatIfScreen):
         return f"{text:>{width - 1}} " if right else f"{text:<{width - 1}} "[:width]
 
     def _parse(self, key: str, text: str):
+        if key == "tokens":
+            return st.parse_tokens(text)
+        if key == "batch":
+            return st.parse_batch(text)
+        if key == "seq":
+            return st.parse_seq_len(text)
         if key == "budget":
             return st.parse_money(text, "budget")
         if key == "deadline":
@@ -150,17 +205,20 @@ class PlanScreen(WhatIfScreen):
         if result is None:
             return
         s = result.state
+        if s == self.app.state:
+            self._show_run(s)
         title = self.query_one("#title", Static)
-        title.update(content(f"[b]{fmt.esc(s.model)}[/b] {fmt.usd(s.budget_usd)}"
+        model = result.model.id if result.model is not None else s.model  # the model on the run
+        title.update(content(f"[b]{fmt.esc(model)}[/b] {fmt.usd(s.budget_usd)}"
                              + (f", {s.deadline_days:g} d" if s.deadline_days else ", no deadline")
                              + ("  [b]paper's view[/b]" if s.sources == ("paper",) else "")
                              + "  [dim]*Pareto $over ?risk dlate[/]"))
         t = self.query_one("#ranking", DataTable)
         t.clear()
-        verdict = self.query_one("#verdict", Static)
+        self.option_rows = []
         self.query_one("#option", Static).update("")
+        self._show_verdict(result)
         if result.error:
-            verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
             return
         self.option_rows = [r for r in result.rows if r["system"] is not None]
         for i, r in enumerate(self.option_rows):
@@ -175,10 +233,6 @@ class PlanScreen(WhatIfScreen):
             cells = [self._pad(c, width, right) for c, (_, _, width, right) in zip(texts, COLUMNS)]
             t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
                       key=f"{r['gpu']}:{r['num_gpus']}")
-        lines = st.verdict(list(result.rows), s)
-        if result.missing:
-            lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
-        verdict.update(content("\n".join(lines)))
         # The cursor starts on the option the verdict buys, so the line under the table shows its prices.
         from engine.plan.verdict import decide
 
@@ -187,6 +241,23 @@ class PlanScreen(WhatIfScreen):
         if self.option_rows:
             t.move_cursor(row=at, animate=False)
         self._show_option(at)
+
+    def _show_verdict(self, result=None) -> None:
+        """The verdict on the ranking, or why it could not be made; while a field holds text that is not a
+        value, why not (the last good plan stays ranked above it)."""
+        verdict = self.query_one("#verdict", Static)
+        result = result or self.app.ranking
+        if self._errors:
+            verdict.update(content(f"[b red]{fmt.esc(next(reversed(self._errors.values())))}[/]"))
+        elif result is None:
+            verdict.update("")
+        elif result.error:
+            verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
+        else:
+            lines = st.verdict(list(result.rows), result.state)
+            if result.missing:
+                lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
+            verdict.update(content("\n".join(lines)))
 
     def _show_option(self, index: int | None) -> None:
         options = getattr(self, "option_rows", [])
@@ -213,19 +284,67 @@ class PlanScreen(WhatIfScreen):
         key = event.input.id
         try:
             value = self._parse(key, event.value)
+            if key in RUN_FIELDS and self.app.state:  # a run the model cannot have: said here, as it is typed
+                st.run_model(self.app.presets, self._with_run(self._run_state(self.app.state), key, value))
         except PlannerError as e:
             event.input.add_class("-bad")
-            self.query_one("#verdict", Static).update(content(f"[b red]{fmt.esc(e)}[/]"))  # e holds what was typed
+            self._errors.pop(key, None)
+            self._errors[key] = str(e)  # e holds what was typed: escaped where it is shown
+            self._pending.pop(key, None)
+            self._show_verdict()
             return
         event.input.remove_class("-bad")
-        field = {"budget": "budget_usd", "deadline": "deadline_days", "lifespan": "lifespan_years",
-                 "kwh": "kwh_price_usd", "prices": "price_overrides"}[key]
-        if self.app.state and getattr(self.app.state, field) != value:
+        if self._errors.pop(key, None) is not None:
+            self._show_verdict()  # the last good plan's verdict (a new one follows if the plan changed)
+        if not self.app.state:
+            return
+        if key in STEP_FIELDS:
+            self._pending[key] = value
+            if self._apply_timer is not None:
+                self._apply_timer.stop()
+            self._apply_timer = self.set_timer(APPLY_AFTER_S, self._apply_pending)
+            return
+        if key == "tokens":
+            new = st.with_tokens(self.app.state, value)
+            if new != self.app.state:
+                self.app.state = new
+            return
+        field = FIELDS[key]
+        if getattr(self.app.state, field) != value:
             self.app.update_state(**{field: value})
+
+    @staticmethod
+    def _with_run(s: st.PlanState, key: str, value) -> st.PlanState:
+        if key == "tokens":
+            return st.with_tokens(s, value)
+        return st.with_batch(s, value) if key == "batch" else st.with_seq_len(s, value)
+
+    def _run_state(self, s: st.PlanState) -> st.PlanState:
+        """The state with the batch and sequence typed but not yet applied."""
+        for key, value in self._pending.items():
+            s = self._with_run(s, key, value)
+        return s
+
+    def _apply_pending(self) -> None:
+        if self._apply_timer is not None:
+            self._apply_timer.stop()
+            self._apply_timer = None
+        if not self._pending or not self.app.state:
+            self._pending.clear()
+            return
+        new = self._run_state(self.app.state)
+        self._pending.clear()
+        if new != self.app.state:
+            self.app.state = new
 
     @on(Input.Submitted)
     def _submitted(self) -> None:
+        self._apply_pending()
         self.query_one("#ranking", DataTable).focus()
+
+    @on(Input.Blurred)
+    def _left(self) -> None:
+        self._apply_pending()
 
     @on(SelectionList.SelectedChanged, "#gpus")
     def _gpus(self, event: SelectionList.SelectedChanged) -> None:
@@ -267,4 +386,6 @@ class PlanScreen(WhatIfScreen):
         if row.get("trial_id"):
             from tui_planner.app.screens.dialogs import TrialDetail
 
-            self.app.push_screen(TrialDetail(row["trial_id"]))
+            result = self.app.ranking  # the trial is in the store it was ranked on; its export is for this run
+            self.app.push_screen(TrialDetail(row["trial_id"], store=result.store if result else None,
+                                             presets=result.presets if result else None))

@@ -1,4 +1,6 @@
-"""Results: every trial in the current database, filtered and sorted by keyboard; enter shows one."""
+"""Results: every trial in the current database, filtered and sorted by keyboard; enter shows one. The line
+under the table says which run the highlighted row answers for (batch x sequence, precision, optimizer) and
+the steps its days are for."""
 
 from __future__ import annotations
 
@@ -40,6 +42,17 @@ def uses(r: dict, method: str) -> bool:
     return sharding.startswith(method)
 
 
+def run_text(r: dict) -> str:
+    """The run a trial answers for, as markup (values escaped): 'pythia-1b run 1024x2049 fp16 adam, 143,000
+    steps'."""
+    run = r.get("training_run")
+    steps = r.get("steps")
+    if not run:
+        return "[dim]run: not stored (a file from before runs were kept): the model preset's[/]"
+    return (f"[dim]{fmt.esc(r['model'])} run[/] {fmt.esc(run)}"
+            + (f", [b]{steps:,}[/] steps [dim](its days are for these)[/]" if isinstance(steps, int) else ""))
+
+
 class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
@@ -63,6 +76,7 @@ class ResultsScreen(Screen):
             yield Select([(label, key) for key, label in METHOD_FILTERS], prompt="method", compact=True, id="f-method")
             yield Checkbox("fits", value=False, compact=True, id="f-feasible")
         yield DataTable(id="results", cursor_type="row")
+        yield Static("", id="results-run")
         yield Static("", id="results-status")
         yield Footer(compact=True, show_command_palette=False)
 
@@ -121,16 +135,34 @@ class ResultsScreen(Screen):
             style = "" if ok else "dim"
             t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
                       key=r["trial_id"])
+        self._show_run(t.cursor_row if self.rows else None)
         ro = " (read-only)" if self.app.store.read_only else ""
         self.query_one("#results-status", Static).update(content(
             f"{len(self.rows)} trials · sorted by {SORTS[self.sort_index][1]}{' ↓' if self.reverse else ''} · "
             f"[dim]{fmt.esc(self.app.store.path)}{ro}[/]"))
 
+    def _show_run(self, index: int | None) -> None:
+        box = self.query_one("#results-run", Static)
+        if index is None or not 0 <= index < len(self.rows):
+            box.update("")
+            return
+        box.update(content(run_text(self.rows[index])))
+
+    @on(DataTable.RowHighlighted, "#results")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_run(event.cursor_row)
+
     @on(DataTable.RowSelected, "#results")
     def _open(self, event: DataTable.RowSelected) -> None:
         from tui_planner.app.screens.dialogs import TrialDetail
 
-        self.app.push_screen(TrialDetail(str(event.row_key.value)))
+        trial = str(event.row_key.value)
+        row = next((r for r in self.rows if r["trial_id"] == trial), None)
+        # Its export is for the Plan screen's run when that is this row's model's (its days scaled to it).
+        ranking = self.app.ranking
+        on_run = ranking is not None and ranking.model is not None and row is not None \
+            and ranking.model.id == row["model"]
+        self.app.push_screen(TrialDetail(trial, presets=ranking.presets if on_run else None))
 
     def action_findings(self) -> None:
         from tui_planner.app.screens.dialogs import CellFindings
