@@ -817,6 +817,12 @@ def test_a_sequence_length_ranks_another_model_on_predictions_made_for_it(db):
             assert isinstance(app.screen, TrialDetail)
             body = str(app.screen.query_one("#detail-body", Static).render())
             assert "pythia-1b+b512s4096" in body and "512x4096" in body
+            await pilot.press("escape", "e", "shift+tab", "shift+tab", *"256")  # a batch applies when typing pauses
+            await pilot.pause(0.1)
+            assert app.state.run.batch is None and "of 512 x 4,096" in text(app, "#run")
+            await ranked_on(pilot, app, "pythia-1b+b256s4096")
+            assert (app.state.run.batch, app.state.run.seq_len) == (256, 4096)
+            assert "of 256 x 4,096" in text(app, "#run")
 
     asyncio.run(go())
 
