@@ -885,3 +885,21 @@ def test_results_say_which_run_a_row_is_for_and_export_follows_the_plans_run(db,
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert plan["steps"] == 2 * row["steps"] and plan["days"] == pytest.approx(2 * row["days"])
     assert plan["run"].startswith("600B tokens")
+
+
+def test_the_app_command_opens_on_a_config_and_its_run_or_says_why_not(db, monkeypatch, capsys):
+    """`tui-planner app --model path/to/config.json --tokens ... --seq-len ...`, up to the app's first screen
+    (run_app's PlannerApp.run is replaced: the screens are tested above); a run the model cannot have is an
+    error before any screen, exit status 2."""
+    from tui_planner import cli
+
+    opened = []
+    monkeypatch.setattr(PlannerApp, "run", lambda self: opened.append(self))
+    assert cli.main(["app", "--db", str(db), "--model", str(OLMO), "--tokens", "100B", "--seq-len", "4096"]) == 0
+    app = opened[0]
+    assert app.initial.model == "olmo-1b" and app.initial.run.tokens == 100e9 and app.initial.run.seq_len == 4096
+    _, on_run = st.run_model(app.presets, app.initial)
+    assert on_run.id == "olmo-1b+b256s4096" and on_run.training.batch_size * on_run.seq_len == 2**20
+    app.store.close()
+    assert cli.main(["app", "--db", str(db), "--model", "vit-large", "--tokens", "1B"]) == 2
+    assert "image model" in capsys.readouterr().err and len(opened) == 1
