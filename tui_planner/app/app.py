@@ -1,7 +1,9 @@
 """The Textual app: Plan (what to buy, what-if by keyboard), Chart, Benchmark (live sweep) and Results.
 
 One current results database (the shipped one, or --db / `o` to open another) feeds the ranking and
-the Results screen. Reads run in thread workers on their own DuckDB cursor, so the UI never waits on
+the Results screen. A run the database holds no rows of (another batch, sequence length, precision or
+optimizer, or a model from its config.json) is ranked on predictions made for it when it is first asked for
+(engine.plan.ranking.store_for), kept per model id while that database is open. Reads run in thread workers on their own DuckDB cursor, so the UI never waits on
 a query; the Benchmark screen writes its own database through the engine (engine/bench/sweep.py).
 """
 
@@ -47,7 +49,7 @@ class Ranking:
     error: str | None = None
     model: Model | None = field(default=None, compare=False)
     presets: Presets | None = field(default=None, compare=False)
-    store: Store | None = field(default=None, compare=False)
+    store: Store | None = None  # compared (by identity): a ranking on a store made anew replaces the old one
 
 
 class PlannerApp(App):
