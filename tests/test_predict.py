@@ -128,7 +128,7 @@ def _measured(model_id, methods, micro_batch=None, pass_s=None, gpu="h100", n=1,
         micro_batch = micro_batch or memory.max_micro_batch(model, g, methods, n)
         peak = predict.compute_peak_flops(g, model, methods)
         k = 4 / 3 if methods.activation_checkpointing else 1
-        compute_s = k * predict.flops_per_sample(model) / peak
+        compute_s = k * predict.compute_flops_per_sample(model) / peak  # attention's s x s products too
         memory_s = sum(predict.traffic_terms(model, methods).values()) / (g.memory_bandwidth_gbs * 1e9)
         pass_s = micro_batch * (X_C * compute_s + X_M * memory_s)
         accum = model.training.batch_size // (n * micro_batch)
@@ -251,7 +251,7 @@ def _offload_row(presets, model_id, methods, update_per_param, exposed, micro_ba
     model, g = presets.model(model_id), presets.gpu("h100")
     peak = predict.compute_peak_flops(g, model, methods)
     k = 4 / 3 if methods.activation_checkpointing else 1
-    compute_s = k * predict.flops_per_sample(model) / peak
+    compute_s = k * predict.compute_flops_per_sample(model) / peak
     memory_s = sum(predict.traffic_terms(model, methods).values()) / (g.memory_bandwidth_gbs * 1e9)
     copies = predict.host_bytes(model, methods, 1)[0] / predict.host_bytes_per_s(g)
     pass_s = micro_batch * (X_C * compute_s + X_M * memory_s) + exposed * copies \

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -92,7 +91,12 @@ def test_an_encoder_cannot_run_past_its_learned_positions(presets):
                                             ("qwen2.5-1.5b.json", "Qwen2ForCausalLM"),
                                             ("olmo-1b.json", "OlmoForCausalLM")])
 def test_a_config_alone_is_a_model_with_the_default_run(presets, name, hf_class):
-    _, m = model_for(presets, str(CONFIGS / name))
+    import dataclasses
+
+    # the paper's presets only: the shipped own-runs presets hold these configs already
+    paper_only = dataclasses.replace(presets, models={k: v for k, v in presets.models.items()
+                                                      if v.source.startswith("paper")})
+    _, m = model_for(paper_only, str(CONFIGS / name))
     assert m.hf_class == hf_class and m.objective == "causal-lm" and m.seq_len == 2048
     assert m.training.batch_size == 512 and m.training.precision == "bf16" and m.training.optimizer == "adamw"
     assert m.fsdp_wrap == ""  # the model's own _no_split_modules says what to wrap (engine/bench/modeling.py)
@@ -277,3 +281,18 @@ def test_block_classes_come_from_the_model_when_the_preset_names_none():
     unnamed = dataclasses.replace(m, fsdp_wrap="")
     assert block_classes(net, unnamed) == tuple(net._no_split_modules)
     assert len(blocks_of(net, unnamed)) == 2
+
+
+def test_a_longer_sequence_costs_attention_and_keeps_what_the_architecture_measured(capsys):
+    def best(seq):
+        code, out, err = run_cli(capsys, "predict", "--model", "pythia-1b", "--gpu", "h100", "--format", "json",
+                                 "--seq-len", str(seq))
+        assert code == 0, err
+        return min((r for r in json.loads(out) if r["feasible"]), key=lambda r: r["days"])
+
+    own, same, longer, longest = best(2049), best(2048), best(4098), best(8196)
+    # One token less a sequence, the same tokens a step: the measured architecture's own rows still speak.
+    assert same["days"] == pytest.approx(own["days"], rel=0.01)
+    # Twice the sequence, the same tokens: attention's s x s products grow, so the run takes longer.
+    assert own["days"] < longer["days"] < longest["days"]
+    assert longest["mfu"] < own["mfu"]  # MFU counts 6·N·D, which leaves attention out

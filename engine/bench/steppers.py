@@ -178,8 +178,16 @@ class FsdpStepper:
         if not blocks:
             raise RuntimeError(f"FSDP: no {' or '.join(block_classes(net, model)) or 'block'} modules in "
                                f"{model.hf_class} (the preset's fsdp_wrap, or the model's _no_split_modules)")
+        block_kwargs = kwargs
+        if dtype and methods.activation_checkpointing:
+            # FSDP casts a block's floating inputs to the 16-bit dtype before its forward, but not in the
+            # checkpointed recompute (its pre-forward hook stands aside during backward); a block fed 32-bit
+            # inputs (OLMo's rotary cos/sin are float32 by design) then recomputes other tensors than it saved
+            # and torch.utils.checkpoint stops the step. Its inputs are left as the model makes them, in both.
+            block_kwargs = {**kwargs, "mp_policy": MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32,
+                                                                        cast_forward_inputs=False)}
         for block in blocks:
-            fully_shard(block, **kwargs)
+            fully_shard(block, **block_kwargs)
         fully_shard(net, **kwargs)
         self.net = net
         self.forward = torch.compile(net, mode=compile_mode) if compile else net

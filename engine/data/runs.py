@@ -288,7 +288,8 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
         config = read_config(path, str(path), "config.json")
         mid = config_id(path)
         clean = {k: v for k, v in config.items() if v is not None and not k.startswith("_")}
-        same = next((m for m in presets.models.values() if dict(m.config) == clean), None)
+        # the last defined wins: a presets file of your own is read after the shipped ones
+        same = next((m for m in reversed(list(presets.models.values())) if dict(m.config) == clean), None)
         if same is not None:
             model = same
         else:

@@ -14,7 +14,8 @@ from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_row
 from engine.predict.predictor import Prediction, Predictor
 from engine.predict.stored import measured_cells, predict_missing, trial_of, write_predictions
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, GROUPS, MAX_COMPUTE_FRACTION, PredictError, arch_of,
-                                  comm_bytes, compute_peak_flops, flops_per_sample, group_of, host_bytes,
+                                  attention_flops_per_sample, comm_bytes, compute_flops_per_sample,
+                                  compute_peak_flops, flops_per_sample, group_of, host_bytes,
                                   host_bytes_per_s, host_transfers, link_bytes_per_s, optimizer_bytes, recompute,
                                   traffic_terms)
 from engine.predict.validate import Check, Validation, bands_for, build_predictor, leave_one_out, validation_report
@@ -22,7 +23,7 @@ from engine.predict.validate import Check, Validation, bands_for, build_predicto
 __all__ = [
     "Band", "BasisRow", "Check", "DEFAULT_CPU_ADAM_S_PER_PARAM", "Fit", "GROUPS", "MAX_COMPUTE_FRACTION",
     "PredictError", "Prediction", "Predictor", "Validation", "arch_of", "bands_for", "basis_row", "build_predictor",
-    "comm_bytes", "compute_peak_flops", "distinct", "fit_rows", "flops_per_sample", "group_of", "host_bytes",
+    "attention_flops_per_sample", "comm_bytes", "compute_flops_per_sample", "compute_peak_flops", "distinct", "fit_rows", "flops_per_sample", "group_of", "host_bytes",
     "host_bytes_per_s", "host_transfers", "leave_one_out", "link_bytes_per_s", "measured_cells", "optimizer_bytes",
     "predict_missing", "recompute", "traffic_terms", "trial_of", "validation_report", "write_predictions",
 ]

@@ -14,7 +14,7 @@ from engine.data.space import Methods
 from engine.predict import memory
 from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_BANDWIDTH_FRACTION, MAX_BANDWIDTH_FRACTION, MAX_COMPUTE_FRACTION, arch_of,
-                                  comm_bytes, compute_peak_flops, dense_causal_mask_of, flops_per_sample, group_of,
+                                  comm_bytes, compute_flops_per_sample, compute_peak_flops, dense_causal_mask_of, group_of,
                                   host_bytes, json_field, link_bytes_per_s, optimizer_bytes, pcie_gbs, recompute,
                                   traffic_terms)
 
@@ -109,7 +109,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         methods=methods, group=group_of(model, methods, dense_causal_mask_of(row, model, methods)),
         arch=arch_of(model), family=s.family,
         per_sample_s=per_sample,
-        compute_s=k * flops_per_sample(model) / peak,
+        compute_s=k * compute_flops_per_sample(model) / peak,
         memory_s=sum(traffic_terms(model, methods).values()) / (gpu.memory_bandwidth_gbs * 1e9),
         update_s=update, update_bytes=optimizer_bytes(model, methods, n) / (gpu.memory_bandwidth_gbs * 1e9),
         host_pass_s=host_pass / (pcie_gbs(gpu) * 1e9), timed_micro_batch=row.get("micro_batch"),

@@ -18,7 +18,7 @@ from engine.predict.generations import Calibration, combine
 from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
                                   LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
-                                  compute_peak_flops, flops_per_sample, group_of, host_bytes, host_bytes_per_s,
+                                  compute_flops_per_sample, compute_peak_flops, group_of, host_bytes, host_bytes_per_s,
                                   host_kind, host_transfers, link_bytes_per_s, offload_kind, optimizer_bytes,
                                   recompute, traffic_terms, attention_share)
 
@@ -75,6 +75,7 @@ class Predictor:
         self.bands = dict(bands or {})
         self._family_of_arch = {b.arch: b.family for b in self.basis}
         self._fits: dict[tuple[str, str, str], Fit | None] = {}
+        self._same: dict[str, set[str]] = {}
         updates = [b.update_s / b.update_bytes for b in self.basis
                    if b.update_s and b.update_bytes > 0 and b.source == "measured"]
         self.x_u = statistics.median(updates) if updates else 1 / DEFAULT_UPDATE_BANDWIDTH_FRACTION
@@ -117,7 +118,7 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, b.model, b.group))
+            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, self._same_model(b.model), b.group))
                      * f.per_sample(b.compute_s, b.memory_s))
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
@@ -140,16 +141,27 @@ class Predictor:
                                  "copies in full, no latency (no measured ZeRO offload pass)")
 
     @staticmethod
-    def _own_rows(f: "Fit", model_id: str, group: str) -> list[BasisRow]:
+    def _own_rows(f: "Fit", model_ids: "set[str]", group: str) -> list[BasisRow]:
         """This model's rows in the fit that its residual comes from: the unsharded ones where it has any,
         else all. A residual is about the model, the same for each of its settings (so a setting's terms,
         such as offloading's copies, keep their order); sharded rows also carry what the time model leaves
-        out of sharding (FSDP's re-gathers in a checkpointed recompute), which would land on every setting."""
-        mine = [b for b in f.rows if b.model == model_id]
+        out of sharding (FSDP's re-gathers in a checkpointed recompute), which would land on every setting.
+        `model_ids`: the model and the same architecture on other runs (Predictor._same_model)."""
+        mine = [b for b in f.rows if b.model in model_ids]
         # A fit borrowed from another group (no rows of its own) lends its residual too: from the rows it
         # was fitted on, compiled before naive, so the model's settings on the same fit share one residual.
         own = ([b for b in mine if b.group == group] or [b for b in mine if b.group != "naive"] or mine)
         return [b for b in own if b.methods.sharding == "none"] or own
+
+    def _same_model(self, model_id: str) -> "set[str]":
+        """The model and every preset of the same architecture (class and config) on another run: a run of
+        your own (engine/data/runs.py) keeps what its architecture's own rows say about it."""
+        if model_id not in self._same:
+            m = self.presets.models.get(model_id)
+            self._same[model_id] = {model_id} | ({o.id for o in self.presets.models.values()
+                                                  if o.hf_class == m.hf_class and dict(o.config) == dict(m.config)}
+                                                 if m is not None else set())
+        return self._same[model_id]
 
     @staticmethod
     def _residual(f: "Fit", rows: Sequence[BasisRow]) -> float:
@@ -258,11 +270,11 @@ class Predictor:
             return p
         accum = formulas.grad_accum_steps(model.training.batch_size, num_gpus, mb)
         # Time.
-        compute_s = recompute(model, methods) * flops_per_sample(model) / peak
+        compute_s = recompute(model, methods) * compute_flops_per_sample(model) / peak
         traffic = traffic_terms(model, methods)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
-        same = self._own_rows(f, model.id, group)
+        same = self._own_rows(f, self._same_model(model.id), group)
         residual = self._residual(f, same)
         # Another generation than the one measured (Hopper) reaches another share of its peak and bandwidth:
         # its factors, fitted to published measurements (engine/predict/generations.py).
@@ -355,7 +367,8 @@ class Predictor:
         lines += [
             f"fit: {GROUP_WORDS[f.group]}, {len(f.rows)} rows: {f.compute_fraction:.0%} of peak, "
             f"{f.bandwidth_fraction:.0%} of bandwidth" + (f" ({f.note})" if f.note else ""),
-            f"compute: {mb} x {flops_per_sample(model):.3g} FLOP{k} / ({t['peak_flops'] / 1e12:.0f} TFLOP/s x "
+            f"compute: {mb} x {compute_flops_per_sample(model):.3g} FLOP (attention's "
+            f"{attention_share(model):.0%} of it){k} / ({t['peak_flops'] / 1e12:.0f} TFLOP/s x "
             f"{f.compute_fraction:.0%}) = {t['compute_part_s'] / residual:.3f} s",
             f"memory-bound: {mb} x {sum(t['traffic_bytes_per_sample'].values()) / 1e9:.2f} GB / "
             f"({gpu.memory_bandwidth_gbs:.0f} GB/s x {f.bandwidth_fraction:.0%}) = {t['memory_part_s'] / residual:.3f} s",

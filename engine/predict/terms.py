@@ -146,13 +146,27 @@ def recompute(model: Model, methods: Methods) -> float:
     return model.recompute_factor if methods.activation_checkpointing else 1.0
 
 
-def attention_share(model: Model) -> float:
-    """The share of a sample's FLOPs in attention's s x s products (12 x layers x hidden x tokens^2, fwd + bwd;
-    PaLM, App. B): what runs at attention kernels' speed rather than the matmuls'. 0 without attention."""
+def attention_flops_per_sample(model: Model) -> float:
+    """Attention's s x s products in a sample's forward + backward: 12 x layers x hidden x tokens^2 (PaLM,
+    App. B), counted whole where a causal kernel skips half (it runs below the matmuls' speed). Not in the
+    6·N·D a preset's FLOPs (and MFU) count, yet what makes a longer sequence slower per token. 0 without
+    attention."""
     s = shape(model)
     if s.family != "transformer" or not s.heads or not s.tokens:
         return 0.0
-    return min(0.9, 12 * s.layers * s.hidden * s.tokens ** 2 / flops_per_sample(model))
+    return 12 * s.layers * s.hidden * s.tokens ** 2
+
+
+def compute_flops_per_sample(model: Model) -> float:
+    """What the roofline's compute term runs: the preset's FLOPs per sample and attention's."""
+    return flops_per_sample(model) + attention_flops_per_sample(model)
+
+
+def attention_share(model: Model) -> float:
+    """The share of the compute term in attention's s x s products: what runs at attention kernels' speed
+    rather than the matmuls' (a generation's own factor, engine/predict/generations.py)."""
+    a = attention_flops_per_sample(model)
+    return a / compute_flops_per_sample(model) if a else 0.0
 
 
 def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
