@@ -574,3 +574,18 @@ def test_launch_commands_for_each_launcher(tmp_path):
     one = ev.TrialSpec(key="k", model="m", gpu="h100", num_gpus=2, methods=space.FREE_LUNCH)
     ((cmd, _),) = launch_commands(one, tmp_path / "s.json", tmp_path / "r.json", "local", {})
     assert "--standalone" in cmd and "--nproc-per-node=2" in cmd
+
+
+@pytest.mark.parametrize("device, preset", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100pcie"), ("NVIDIA H100 NVL", "h100nvl"),
+    ("NVIDIA H200", "h200"), ("NVIDIA H200 NVL", "h200nvl"), ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA A100 80GB PCIe", "a100pcie"), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtxpro6000s"),
+    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "rtxpro6000q"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtxpro6000"), ("NVIDIA RTX 6000 Ada Generation", "rtx6000ada"),
+    ("NVIDIA GeForce RTX 4090", "rtx4090"), ("Tesla V100-SXM2-32GB", "v100"),
+    ("NVIDIA A100-PCIE-40GB", None), ("Tesla T4", None),  # no preset: the sweep asks for --gpu, never guesses
+])
+def test_the_local_gpu_is_the_preset_its_name_says(device, preset):
+    from engine.bench.sweep import gpu_preset_for
+
+    assert gpu_preset_for(device, load_presets()) == preset

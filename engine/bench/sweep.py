@@ -120,12 +120,33 @@ def _resolve_gpu(req: SweepRequest, presets: Presets, machine: Machine | None) -
     if req.gpu:
         presets.gpu(req.gpu)
         return req.gpu
-    name = "".join(c for c in machine.gpus[0].lower() if c.isalnum())
-    matches = [g for g in presets.gpus if g in name]
-    if not matches:
+    found = gpu_preset_for(machine.gpus[0], presets)
+    if found is None:
         raise PlannerError(f"the local GPU {machine.gpus[0]!r} matches no GPU preset: add one (see README) "
                            "and pass --gpu ID")
-    return max(matches, key=len)
+    return found
+
+
+def gpu_preset_for(device_name: str, presets: Presets) -> str | None:
+    """The GPU preset a device name (as the driver says it) is: among the presets whose id is in the name or
+    whose every name word is, the one with the most of its name's words there ("NVIDIA H100 PCIe" is
+    h100pcie, not h100; "RTX PRO 6000 Blackwell Server Edition" is the server card, not the workstation's); a
+    name that says another memory size than the preset's is not that preset."""
+    import re
+
+    flat = "".join(c for c in device_name.lower() if c.isalnum())
+    words = set(re.findall(r"[a-z0-9]+", device_name.lower()))
+    sizes = {w for w in words if re.fullmatch(r"\d+gb", w)}
+    scored = []
+    for g in presets.gpus.values():
+        mine = set(re.findall(r"[a-z0-9]+", g.name.lower()))
+        other_size = {w for w in mine if re.fullmatch(r"\d+gb", w)} - sizes
+        if sizes and other_size:
+            continue  # an A100 40GB is not the 80GB preset: its memory decides what fits
+        if g.id in flat or (mine and mine <= words):
+            hit = len(mine & words)
+            scored.append((hit / max(1, len(mine)), hit, len(g.id), g.id))
+    return max(scored)[3] if scored else None
 
 
 def check_launcher(req: SweepRequest) -> None:
