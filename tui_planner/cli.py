@@ -275,7 +275,7 @@ RESULT_FIELDS = (
     "free_lunch", "compile", "tf32", "attention", "kernel", "activation_checkpointing", "sharding",
     "offloading", "micro_batch", "grad_accum", "step_s", "pass_s", "pass_spread_s", "update_s",
     "samples_per_s", "tokens_per_s", "analytic_days", "peak_memory_gb", "failure_kind",
-    "failure_message", "config_source", "provenance", "run_id", "trial_id",
+    "failure_message", "config_source", "provenance", "run_id", "trial_id", "training_run", "steps",
 )
 
 

@@ -130,11 +130,18 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
         mb = f"{r['micro_batch']} x {r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
         t.add_row(e(r["model"]), e(r["gpu"]), str(r["num_gpus"]), days, mfu, e(fmt.methods(r)), mb, e(r["source"]))
     console.print(t)
+    runs = sorted({(r["model"], r.get("training_run"), r.get("steps")) for r in rows if r.get("training_run")},
+                  key=lambda x: (str(x[0]), str(x[1])))
+    if runs:  # what each row's days are for (engine/data/runs.py)
+        console.print("[dim]runs: " + "; ".join(
+            f"{e(m)} {e(run)}" + (f", {steps:,} steps" if steps else "") for m, run, steps in runs[:6])
+            + (f"; and {len(runs) - 6} more (--format json has each row's)" if len(runs) > 6 else "") + "[/dim]")
     if any(fmt.dense_mask(r) for r in rows if r.get("days") is not None):
         console.print("[yellow]†[/] timed with a dense causal mask (engine before its 2026-11-23 fix): today's "
                       "engine is faster there.")
     if any(r.get("plausibility") in FLAG_STYLE for r in rows):
-        console.print("[yellow]![/] implausible: above 60% of dense 16-bit peak.  "
+        console.print("[yellow]![/] implausible: above its GPU generation's plausible share of dense 16-bit peak "
+                      "(60%; A100 65%).  "
                       "[bold red]!![/] impossible: above 100%. The paper's timer did not synchronize the GPU.")
 
 
