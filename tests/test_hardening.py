@@ -110,7 +110,10 @@ def test_a_creator_killed_at_any_moment_leaves_no_half_made_database(tmp_path):
         folder = tmp_path / f"a{attempt}"
         folder.mkdir()
         proc = subprocess.Popen([sys.executable, "-c", code, str(ROOT), str(folder)])
-        time.sleep(0.4 + 0.25 * attempt)  # past start-up, into the loop of creations
+        deadline = time.monotonic() + 60  # start-up takes what a loaded machine gives it
+        while not any(folder.glob("db*.duckdb")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        time.sleep(0.03 + 0.07 * attempt)  # into the loop of creations, at a different moment each time
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         made = sorted(folder.glob("db*.duckdb"))
