@@ -449,7 +449,8 @@ def two_ranks(tmp_path_factory):
     """free-lunch (DDP), FSDP-3 and ZeRO-1 on two CPU ranks over gloo, micro-batch at most 2 so that each
     accumulates 4 passes (tiny-neox's batch of 16 over two ranks): one sweep for the two tests below."""
     req = _request(tmp_path_factory.mktemp("two-ranks"), num_gpus=2, methods="all", exhaustive=True,
-                   only=("free-lunch", "fsdp3", "zero1"), max_micro_batch=2)
+                   only=("free-lunch", "fsdp3", "zero1"), max_micro_batch=2,
+                   timeout_s=900)  # ZeRO-1's first run builds DeepSpeed's CPU ops: minutes on a loaded machine
     _sweep(req)
     with Store.open(req.db, read_only=True) as s:
         return {r["sharding"]: r for r in s.trials(model="tiny-neox")}
