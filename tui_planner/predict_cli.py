@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [r for r in rows if r["model"] != model.id or r.get("training_run") in (None, run)]
     if args.num_gpus < 1:
         raise PlannerError(f"--num-gpus must be at least 1, not {args.num_gpus}")
-    predictor = build_predictor(rows, presets)
+    predictor = build_predictor(rows, presets, for_model=model.id)
     if args.all:
         if args.gpu:
             raise PlannerError("--all predicts every GPU preset: leave --gpu out (or drop --all)")

@@ -338,7 +338,7 @@ def store_for(store: Store, presets: Presets, model_id: str) -> Store:
     memory = Store.open(None)
     keep = [r for r in rows if r["model"] != model_id or r.get("training_run") in (None, run)]
     memory.add_trials([Trial(**{k: r.get(k) for k in TRIAL_COLUMNS}) for r in keep])
-    predictor = build_predictor(keep, presets)
+    predictor = build_predictor(keep, presets, for_model=model_id)
     preds = predict_missing(predictor, presets, models=[model_id], best_only=True)
     write_predictions(memory, preds, presets, command=f"rank (predicted for {model_id} as asked)")
     return memory

@@ -134,14 +134,18 @@ def leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets, source: s
     return Validation(tuple(checks), len(cells), what)
 
 
-def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets) -> dict[str, Band]:
+def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets, for_arch: str | None = None) -> dict[str, Band]:
     """The error band per architecture: from measured leave-one-out where it is measured, else from
-    leave-one-out over its plausible paper rows."""
+    leave-one-out over its plausible paper rows. With `for_arch` (a predictor for one model), only that
+    architecture's where it is measured: an unmeasured one takes its family's, which needs them all."""
     rows = [dict(r) for r in rows]
     basis = [b for b in (basis_row(r, presets) for r in rows) if b is not None]
     measured = {b.arch for b in basis if b.source == "measured"}
+    archs = {b.arch for b in basis}
+    if for_arch is not None and for_arch in measured:
+        archs = {for_arch}
     out = {}
-    for arch in sorted({b.arch for b in basis}):
+    for arch in sorted(archs):
         source = "measured" if arch in measured else "paper"
         v = leave_one_out(rows, presets, source, archs=[arch])
         where = sorted({c.gpu for c in v.checks})
@@ -153,10 +157,17 @@ def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets) -> dict[str, 
 
 
 def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
-                    generations: bool = True) -> Predictor:
+                    generations: bool = True, for_model: str | None = None) -> Predictor:
     """A predictor over these rows with its error bands, and the factors and bands of the GPU generations
-    our measurements are not on (fitted to published measurements, engine/predict/generations.py)."""
-    p = Predictor(rows, presets, use_paper=use_paper, bands=bands_for(rows, presets))
+    our measurements are not on (fitted to published measurements, engine/predict/generations.py). With
+    `for_model`, one that predicts that model only (its bands alone are worked out: quicker)."""
+    arch = None
+    if for_model is not None:
+        try:
+            arch = memory.arch_of(presets.model(for_model))
+        except PlannerError:
+            arch = None
+    p = Predictor(rows, presets, use_paper=use_paper, bands=bands_for(rows, presets, for_arch=arch))
     if generations:
         base = base_fit(p)
         if base is not None:
