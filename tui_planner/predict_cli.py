@@ -82,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args, rows, presets)
     if not args.model:
         raise PlannerError("predict needs --model M (and --gpu G, or --all), or --validate")
-    from engine.data.runs import describe_run, run_key
+    from engine.data.runs import describe_run, rows_on_run, run_key
 
     presets, model = arg.resolve_model(args, presets)
     args.model = model.id
-    run = run_key(model)  # rows of this model on another run time another step: not its basis
-    rows = [r for r in rows if r["model"] != model.id or r.get("training_run") in (None, run)]
+    run = run_key(model)
+    rows = rows_on_run(rows, model)  # rows of this model on another run time another step: not its basis
     if args.num_gpus < 1:
         raise PlannerError(f"--num-gpus must be at least 1, not {args.num_gpus}")
     predictor = build_predictor(rows, presets, for_model=model.id)

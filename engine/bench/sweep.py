@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import shlex
 import tempfile
 import threading
 import time
@@ -353,7 +354,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             gpu_count=req.num_gpus, num_nodes=req.num_nodes, driver=machine.driver if machine else None,
             cuda=machine.cuda if machine else None, topology=machine.topology if machine else None,
             versions=json.dumps({**info, "torch": machine.torch if machine else None}),
-            command=f"bench --model {req.model_source or req.model} --methods {req.methods} --gpus {req.num_gpus}"
+            command=f"bench --model {shlex.quote(req.model_source or req.model)} --methods {req.methods} --gpus {req.num_gpus}"
                     + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
                     + (" --exhaustive" if req.exhaustive else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,

@@ -114,7 +114,8 @@ def key_of(batch: int, seq_len: int | None, image_size: int | None, precision: s
     return f"{shape} {precision} {optimizer}"
 
 
-def _short(n: float) -> str:
+def short_count(n: float) -> str:
+    """A count in three figures: 300B, 23.5B, 1.5T, 512."""
     for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if n >= div:
             return f"{n / div:.3g}{unit}"
@@ -124,9 +125,9 @@ def _short(n: float) -> str:
 def describe_run(model: Model) -> str:
     t = model.training
     if is_image(model):
-        return (f"{_short(tokens(model))} images: {t.steps:,} steps of {t.batch_size:,} at {model.image_size}px, "
+        return (f"{short_count(tokens(model))} images: {t.steps:,} steps of {t.batch_size:,} at {model.image_size}px, "
                 f"{t.precision}, {t.optimizer}")
-    return (f"{_short(tokens(model))} tokens: {t.steps:,} steps of {t.batch_size:,} x {model.seq_len:,}, "
+    return (f"{short_count(tokens(model))} tokens: {t.steps:,} steps of {t.batch_size:,} x {model.seq_len:,}, "
             f"{t.precision}, {t.optimizer}")
 
 
@@ -302,6 +303,13 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
     if presets.models.get(model.id) is not model:
         presets = dataclasses.replace(presets, models=MappingProxyType({**presets.models, model.id: model}))
     return presets, model
+
+
+def rows_on_run(rows, model: Model) -> list:
+    """The rows a prediction for `model` may rest on: every other model's, and this model's on its run only
+    (a row of the same model on another batch or sequence times another step)."""
+    run = run_key(model)
+    return [r for r in rows if r["model"] != model.id or r.get("training_run") in (None, run)]
 
 
 def run_columns(model: Model) -> dict[str, Any]:

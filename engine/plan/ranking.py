@@ -28,7 +28,7 @@ from typing import Any
 
 from engine.data.errors import PlannerError
 from engine.data.presets import Presets, is_stale
-from engine.data.runs import run_key
+from engine.data.runs import rows_on_run, run_key
 from engine.data.store import TRIAL_COLUMNS, Store, Trial
 from engine.plan import uncertainty
 
@@ -336,7 +336,7 @@ def store_for(store: Store, presets: Presets, model_id: str) -> Store:
 
     rows = store.query("SELECT * FROM trials WHERE source <> 'predicted'")
     memory = Store.open(None)
-    keep = [r for r in rows if r["model"] != model_id or r.get("training_run") in (None, run)]
+    keep = rows_on_run(rows, model)
     memory.add_trials([Trial(**{k: r.get(k) for k in TRIAL_COLUMNS}) for r in keep])
     predictor = build_predictor(keep, presets, for_model=model_id)
     preds = predict_missing(predictor, presets, models=[model_id], best_only=True)

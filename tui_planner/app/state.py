@@ -214,10 +214,9 @@ def tokens_text(value: float | None) -> str:
 
 def tokens_short(value: float) -> str:
     """Tokens in three figures, for a hint: 300B, 23.5B, 1.5T."""
-    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if value >= div:
-            return f"{value / div:.3g}{unit}"
-    return f"{value:.3g}"
+    from engine.data.runs import short_count
+
+    return short_count(value)
 
 
 def with_tokens(s: PlanState, value: float | None) -> PlanState:
