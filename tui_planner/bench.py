@@ -17,12 +17,12 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from engine.bench.events import BatchTried, Log, Measuring, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
+from engine.bench.events import BatchTried, Log, Measuring, SearchGuided, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
 from engine.bench.sweep import COMPILE_MODES, SweepRequest, run_sweep
 from tui_planner import args as arg
 from tui_planner import format as fmt
 
-STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
+STATUS_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "cannot-win": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
                 "refused": "bold red", "stopped": "yellow", "unavailable": "yellow"}
 
 
@@ -52,8 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=arg.positive(arg.MAX_SECONDS, "seconds"), default=900,
                    help="seconds before a trial is killed (default 900)")
     p.add_argument("--exhaustive", action="store_true",
-                   help="measure every combination, also those that cannot beat free-lunch's micro-batch; "
-                        "run on a database of a pruned sweep, it measures only what that one pruned")
+                   help="measure every combination (the paper's full search). By default the search is "
+                        "guided: every combination is predicted first (without this cell's own rows), "
+                        "measured fastest predicted first, and one whose band's low end cannot beat the best "
+                        "measured, or that is dominated, is left unrun with its reason and prediction stored. "
+                        "Run on a database of a guided sweep, it measures only what that one left")
     p.add_argument("--repetitions", type=arg.whole(1), default=5,
                    help="timed passes per trial, at least (default 5)")
     p.add_argument("--verify-steps", type=arg.whole(0), default=0,
@@ -140,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
             if ev.unavailable_why:
                 console.print(f"[yellow]{e(ev.unavailable_why)}: its combinations end unavailable (no rows "
                               "written); install what is missing and run the same command to add them[/]")
+        elif isinstance(ev, SearchGuided):
+            console.print("guided search: predicted first, measured fastest predicted first; what cannot win "
+                          "is left unrun (--exhaustive runs all)" + (f" [dim](basis: {e(ev.basis)})[/]" if ev.basis else ""))
+            for label, text in ev.predicted:
+                console.print(f"[dim]{'':>10} {e(f'{label:<20}')} {e(text)}[/]", highlight=False)
         elif isinstance(ev, TrialStarted):
             state["current"] = fmt.visible(ev.label)
             progress.update(state["task"], description=f"{plain}: {state['current']} (searching batch size)")
@@ -155,15 +163,15 @@ def run(args: argparse.Namespace) -> int:
             detail = (f"{fmt.days(ev.days)} days, MFU {fmt.mfu(ev.mfu)}, micro-batch {ev.micro_batch}"
                       + (" (cannot win: timing stopped early)" if ev.message else "")
                       if ev.status == "measured" else (ev.message or ""))
-            console.print(f"[{style}]{e(f'{ev.status:>9}')}[/] {e(f'{ev.label:<20}')} {e(detail[:90])}  "
+            console.print(f"[{style}]{e(f'{ev.status:>10}')}[/] {e(f'{ev.label:<20}')} {e(detail[:160])}  "
                           f"[dim]{ev.duration_s:.0f}s[/]")
             if ev.verify_step_s and ev.verify_predicted_s:
                 off = ev.verify_step_s / ev.verify_predicted_s - 1
-                console.print(f"{'':>9} steady run: {ev.verify_step_s:.4g} s a step vs {ev.verify_predicted_s:.4g} s "
+                console.print(f"{'':>10} steady run: {ev.verify_step_s:.4g} s a step vs {ev.verify_predicted_s:.4g} s "
                               f"from pass x accumulation + update ({off:+.1%})")
         elif isinstance(ev, TrialSkipped):
             if not ev.reason.startswith("already"):  # a resume's silent skips stay silent; giving up is news
-                console.print(f"[yellow]{'skipped':>9}[/] {e(f'{ev.label:<20}')} {e(ev.reason[:200])}")
+                console.print(f"[yellow]{'skipped':>10}[/] {e(f'{ev.label:<20}')} {e(ev.reason[:200])}")
         elif isinstance(ev, SweepFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(ev.counts.items()))
             took = f" in {fmt.duration(ev.elapsed_s)}"

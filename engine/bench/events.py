@@ -64,6 +64,15 @@ class TrialSpec:
 
 
 @dataclass(frozen=True)
+class SearchGuided:
+    """The guided search's plan (engine/bench/guide.py): each combination's prediction, in the order they
+    will be measured, and the evidence the predictions rest on."""
+
+    predicted: tuple[tuple[str, str], ...]  # (label, "predicted 41.3 days (37-64) at micro-batch 16")
+    basis: str = ""
+
+
+@dataclass(frozen=True)
 class SweepStarted:
     """A sweep began: how many trials it holds and how many a resume skips; `unavailable_why`, when set,
     says why some of the rest cannot run here (DeepSpeed cannot be imported: its ZeRO combinations end

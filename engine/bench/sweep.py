@@ -24,7 +24,7 @@ from typing import Callable
 from engine.data import formulas, space
 from engine.bench.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, probe
 from engine.data.errors import PlannerError
-from engine.bench.events import (BatchTried, Log, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
+from engine.bench.events import (BatchTried, Log, SearchGuided, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
                            TrialStarted)
 from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
@@ -45,7 +45,12 @@ class SweepRequest:
     db: str | Path | None = None
     presets: tuple[str, ...] = ()
     timeout_s: float = 900.0
-    exhaustive: bool = False  # measure dominated combinations too (the paper's full search)
+    # The search (engine/bench/guide.py): guided by default, predicting every combination first (from this
+    # database and the shipped one, without this cell's own rows), measuring in order of predicted time and
+    # leaving unrun what cannot beat the best measured even at its band's low end, or what is dominated.
+    # exhaustive: measure every combination, dominated ones too (the paper's full search).
+    exhaustive: bool = False
+    guide: object | None = None  # the predictions to guide by (a Guide); None: predicted here on a GPU
     repetitions: int = 5
     warmup: int = 2
     verify_steps: int = 0  # a steady run of this many real steps checks the free-lunch result
@@ -293,7 +298,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
               "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",
-              "measured_in_new_process"):
+              "measured_in_new_process", "compile_cache"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":
@@ -324,6 +329,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     """Run (or resume) a sweep; returns the run id. Raises PlannerError for a request that cannot run.
     `stop` kills the running trial (not recorded) and ends the sweep; `pause` ends it after the running
     trial. Either way, running the same request again resumes."""
+    t_sweep = time.monotonic()
     presets, req = resolve_model(req)
     machine = probe() if req.device == "cuda" else None
     gpu = _resolve_gpu(req, presets, machine)
@@ -343,7 +349,13 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         skip_cal = _memory_calibration(req, presets, store)
         if skip_cal is not None:  # skipped by the memory model: still skipped (exhaustive: only no-fits)
             done |= _memory_skipped_keys(store, specs, cannot_fit_only=req.exhaustive)
+        if not req.exhaustive:  # left unrun by a guided search: the best measured can only have improved since
+            done |= _cannot_win_keys(store, specs)
         given_up = {} if req.retry_failed else store.repeated_failures([s.key for s in specs if s.key not in done])
+        guide = _guide_for(req, presets, gpu, store, specs, done, given_up, on_event)
+        if guide is not None:
+            by_label = {s.methods.label: s for s in specs}
+            specs = [by_label[label] for label in guide.order(by_label)]
         # Without an importable DeepSpeed every ZeRO trial would fail, one launch each: ask once instead.
         zero = [s.key for s in specs if s.methods.deepspeed and s.key not in done and s.key not in given_up]
         no_deepspeed = deepspeed_import_error() if zero else None
@@ -358,6 +370,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
                     + (" --exhaustive" if req.exhaustive else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
+            search="exhaustive" if req.exhaustive else ("guided" if guide is not None else "pruned"),
         )
         store.start_run(run)
         run_started = True
@@ -365,12 +378,17 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         on_event(SweepStarted(total=len(specs), skipped=len(done) + len(given_up), run_id=run.run_id,
                               labels=tuple(s.methods.label for s in specs), keys=tuple(s.key for s in specs),
                               unavailable_why=f"DeepSpeed cannot be imported: {no_deepspeed}" if no_deepspeed else ""))
+        if guide is not None:
+            on_event(SearchGuided(tuple((s.methods.label, guide.guesses[s.methods.label].text())
+                                        for s in specs if s.methods.label in guide.guesses), guide.basis))
         counts: dict[str, int] = {}
+        launched = unrun = 0  # trials that started a process; combinations decided without one
         out_of_time = ""
         t0 = time.monotonic()
         fits = _measured_micro_batches(store, specs)
         best = _best_measured(store, specs)
         best_step = best["step_s"] if best else None
+        best_days, best_by = (best["days"], best["key"].split("|")[4]) if best else (None, "")
         # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
         shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
         with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared,
@@ -379,12 +397,12 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 label = spec.methods.label
                 if spec.key in done:
                     on_event(TrialSkipped(spec.key, label, "already in the database (resumed)"))
-                    counts["resumed"] = counts.get("resumed", 0) + 1
+                    counts["resumed"] = counts.get("resumed", 0) + 1; unrun += 1
                     continue
                 if spec.key in given_up:
                     on_event(TrialSkipped(spec.key, label, f"failed twice before ({given_up[spec.key][:120]}); "
                                                            "--retry-failed tries it again"))
-                    counts["given up"] = counts.get("given up", 0) + 1
+                    counts["given up"] = counts.get("given up", 0) + 1; unrun += 1
                     continue
                 if (stop is not None and stop.is_set()) or (pause is not None and pause.is_set()):
                     break
@@ -393,6 +411,12 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     out_of_time = (f"time limit: no trial starts after {req.stop_after_s:.0f} s; "
                                    f"{left} left, run the same command again to resume")
                     break
+                why = guide.why_not(label, best_days, best_by) if guide is not None else None
+                if why is not None:
+                    store.add_trial(_cannot_win_row(req, spec, presets, guide, why, run.run_id))
+                    counts["cannot win"] = counts.get("cannot win", 0) + 1; unrun += 1
+                    on_event(TrialFinished(spec.key, label, "cannot-win", message=why, duration_s=0.0))
+                    continue
                 on_event(TrialStarted(spec.key, label, i + 1, len(specs)))
                 floor, by = _dominance_floor(spec.methods, fits)
                 if not req.exhaustive and floor:
@@ -403,21 +427,23 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 skip = None if at_cap else _memory_skip(req, spec, presets, skip_cal, floor, by, run.run_id)
                 if skip is not None:
                     store.add_trial(skip)
-                    counts["memory"] = counts.get("memory", 0) + 1
+                    counts["memory"] = counts.get("memory", 0) + 1; unrun += 1
                     on_event(TrialFinished(spec.key, label, "memory", micro_batch=skip.micro_batch,
                                            message=skip.failure_message, duration_s=0.0))
                     continue
                 if at_cap:
+                    unrun += 1
                     out = TrialOutcome("dominated", {"max_micro_batch": None}, (
                         f"dominated: {by} already runs the largest micro-batch ({floor}); "
                         "more memory-saving methods only add overhead"), 0.0, [])
                 elif no_deepspeed and spec.methods.deepspeed:  # what needs no launch was recorded above
-                    counts["unavailable"] = counts.get("unavailable", 0) + 1
+                    counts["unavailable"] = counts.get("unavailable", 0) + 1; unrun += 1
                     on_event(TrialFinished(spec.key, label, "unavailable", message=(
                         f"not run, no row: DeepSpeed cannot be imported ({no_deepspeed}); install it and run "
                         "the same command")))
                     continue
                 else:
+                    launched += 1
                     out = _run_with_relaunch(req, spec, Path(tmp), on_event, stop)
                 row = _trial_row(req, spec, out, presets, run.run_id, machine)
                 if out.status == "stopped":
@@ -429,13 +455,16 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 if row.feasible and row.days is not None and row.micro_batch:
                     fits[spec.methods] = row.micro_batch
                     best_step = row.step_s if best_step is None else min(best_step, row.step_s)
+                    if best_days is None or row.days < best_days:
+                        best_days, best_by = row.days, label
                 on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
                                        micro_batch=row.micro_batch,
                                        message=row.failure_message or out.result.get("stopped_early"),
                                        duration_s=out.duration_s, verify_step_s=out.result.get("verify_step_s"),
                                        verify_predicted_s=out.result.get("verify_predicted_s")))
         stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()) or out_of_time)
-        store.finish_run(run.run_id, "stopped" if stopped else "done")
+        store.finish_run(run.run_id, "stopped" if stopped else "done", wall_s=time.monotonic() - t_sweep,
+                         trials_run=launched, trials_skipped=unrun)
         on_event(SweepFinished(counts=counts, stopped=stopped, reason=out_of_time, elapsed_s=time.monotonic() - t0,
                                best=_best_label(_best_measured(store, specs))))
         return run.run_id
@@ -449,6 +478,72 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     finally:
         if own:
             store.close()
+
+
+def _evidence_rows(store: Store) -> list[dict]:
+    """Measured and paper rows of this database and of the shipped one (never predicted rows): what the
+    memory skip and the guided search predict from."""
+    from engine.data.paths import shipped_db
+
+    rows = {r["trial_id"]: r for r in store.query("SELECT * FROM trials WHERE source <> 'predicted'")}
+    try:
+        if store.path is None or Path(store.path).resolve() != shipped_db().resolve():
+            with Store.open(shipped_db(), read_only=True, create=False) as shipped:
+                for r in shipped.query("SELECT * FROM trials WHERE source <> 'predicted'"):
+                    rows.setdefault(r["trial_id"], r)
+    except PlannerError:
+        pass  # no shipped database (or an older one): this one alone
+    return list(rows.values())
+
+
+def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, specs: list[TrialSpec],
+               done: set[str], given_up: dict, on_event):
+    """The guided search's predictions for this cell, stored as predictions before anything is measured
+    (engine/bench/guide.py); None for an exhaustive sweep, on the CPU (no GPU to predict), or when the
+    predictor has no basis for the model (the sweep then runs in the search space's order)."""
+    if req.exhaustive:
+        return None
+    if req.guide is not None:
+        return req.guide
+    if req.device != "cuda":
+        return None
+    from engine.bench.guide import guide_for
+    from engine.predict import write_predictions
+
+    guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes)
+    if guide is None:
+        on_event(Log("", "guided search: nothing to predict this model from; measuring every combination"))
+        return None
+    to_run = [s for s in specs if s.key not in done and s.key not in given_up]
+    if to_run and guide.predictions:
+        wanted = {s.methods.label for s in specs}
+        write_predictions(store, [p for p in guide.predictions if p.label in wanted], presets,
+                          command=f"predicted before measuring (guided search of bench --model "
+                                  f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus})")
+    return guide
+
+
+def _cannot_win_keys(store: Store, specs: list[TrialSpec]) -> set[str]:
+    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = 'cannot-win' AND key IN (SELECT unnest(?))",
+                       [[s.key for s in specs]])
+    return {r["key"] for r in rows}
+
+
+def _cannot_win_row(req: SweepRequest, spec: TrialSpec, presets: Presets, guide, why: str, run_id: str) -> Trial:
+    """A 'predicted' row for a combination the guided search left unrun: why, and what it was predicted
+    to take (its band)."""
+    g = guide.guesses[spec.methods.label]
+    m = spec.methods
+    return Trial(
+        model=spec.model, gpu=spec.gpu, num_gpus=spec.num_gpus, num_nodes=spec.num_nodes, feasible=False,
+        source="predicted", run_id=run_id, key=spec.key, free_lunch=m.free_lunch,
+        activation_checkpointing=m.activation_checkpointing, sharding=m.sharding, offloading=m.offloading,
+        micro_batch=g.micro_batch, days_low=g.days_low, days_high=g.days_high, failure_kind="cannot-win",
+        failure_message=f"{why} (bench --exhaustive measures it)", basis=guide.basis or None,
+        provenance=json.dumps({"guided": {"predicted_days": g.days, "days_low": g.days_low,
+                                          "days_high": g.days_high, "micro_batch": g.micro_batch}}),
+        duration_s=0.0, **run_columns(presets.model(spec.model)),
+    )
 
 
 def _kept_dir(store: Store) -> Path | None:
@@ -551,15 +646,8 @@ def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
     if not req.memory_skip or req.device != "cuda":
         return None
     from engine.predict import calibration
-    from engine.data.paths import shipped_db
 
-    rows = store.query("SELECT * FROM trials WHERE source = 'measured'")
-    try:
-        if store.path is None or Path(store.path).resolve() != shipped_db().resolve():
-            with Store.open(shipped_db(), read_only=True, create=False) as shipped:
-                rows += shipped.query("SELECT * FROM trials WHERE source = 'measured'")
-    except PlannerError:
-        pass  # no shipped database (or an older one): calibrate on this one alone
+    rows = [r for r in _evidence_rows(store) if r["source"] == "measured"]
     try:
         return calibration.kappa_for(presets.model(req.model), calibration.calibrate(rows, presets))
     except PlannerError:

@@ -352,6 +352,21 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
     return _finish(result, t_start)
 
 
+def _compile_cache_counts() -> dict[str, int]:
+    """How much of this process's torch.compile work its caches served (engine/bench/environment.py keeps
+    them between trials): inductor's FX-graph and AOTAutograd cache hits and misses."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    out = {}
+    for group, names in (("inductor", ("fxgraph_cache_hit", "fxgraph_cache_miss")),
+                         ("aot_autograd", ("autograd_cache_hit", "autograd_cache_miss"))):
+        for name in names:
+            out[name] = int(counters[group].get(name, 0))
+    return out
+
+
 def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[str, Any]:
     import torch
 
@@ -421,6 +436,8 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         }
         if slower:
             out["stopped_early"] = slower
+        if compile_on:
+            out["compile_cache"] = _compile_cache_counts()
         if synced:
             # The step's one gradient all-reduce, added to the update (both run once per optimizer step).
             allreduce = max(0.0, statistics.median(synced) - out["pass_s"])

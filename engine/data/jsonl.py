@@ -49,4 +49,6 @@ def import_jsonl(store: Store, path: Path, models=None) -> int:
     store.add_trials(trials)
     if any(t.training_run is None for t in trials):
         store.fill_training_runs(models)
+    if any(r.source == "measured" and r.search is None for r in runs):
+        store.fill_search_cost()
     return len(trials)

@@ -21,7 +21,7 @@ import duckdb
 from engine.data.errors import StoreError
 from engine.data.paths import is_shipped
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SOURCES = ("measured", "predicted", "paper-table1", "paper-table4")
 
@@ -121,7 +121,28 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE trials ADD COLUMN training_run VARCHAR;
     ALTER TABLE trials ADD COLUMN steps BIGINT;
     """,
+    # Version 5: what a search cost (engine/bench/guide.py): how it chose what to measure ('guided',
+    # 'exhaustive', or 'pruned' for the dominance-only search before guidance), its wall time, and the
+    # trials it ran and left unrun. An older file's measured runs get them from their own rows and times.
+    5: """
+    ALTER TABLE runs ADD COLUMN search VARCHAR;
+    ALTER TABLE runs ADD COLUMN wall_s DOUBLE;
+    ALTER TABLE runs ADD COLUMN trials_run INTEGER;
+    ALTER TABLE runs ADD COLUMN trials_skipped INTEGER;
+    """,
 }
+
+# An older file's measured runs: the search they ran (their command says), the time between start and end,
+# and their trials launched (a duration) against those recorded without a launch (pruned or skipped).
+_FILL_SEARCH_COST = """
+UPDATE runs SET
+    search = CASE WHEN command LIKE '%--exhaustive%' THEN 'exhaustive' ELSE 'pruned' END,
+    wall_s = CASE WHEN started_at IS NOT NULL AND ended_at IS NOT NULL
+                  THEN epoch(ended_at) - epoch(started_at) END,
+    trials_run = (SELECT count(*) FROM trials t WHERE t.run_id = runs.run_id AND coalesce(t.duration_s, 0) > 0),
+    trials_skipped = (SELECT count(*) FROM trials t WHERE t.run_id = runs.run_id AND coalesce(t.duration_s, 0) = 0)
+WHERE source = 'measured' AND search IS NULL
+"""
 
 
 @dataclass
@@ -199,6 +220,10 @@ class Run:
     ended_at: dt.datetime | None = None
     status: str | None = None
     note: str | None = None
+    search: str | None = None  # guided | exhaustive | pruned (schema v5)
+    wall_s: float | None = None  # the search's wall time, start to end
+    trials_run: int | None = None  # trials launched
+    trials_skipped: int | None = None  # combinations left unrun: cannot win, dominated, memory, resumed, given up
 
 
 RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(Run))
@@ -312,7 +337,14 @@ class Store:
             self.con.execute(MIGRATIONS[target])
         if version < 4 and self.con.execute("SELECT count(*) FROM trials").fetchone()[0]:
             self._fill_training_runs(None)
+        if version < 5:
+            self.fill_search_cost()
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+
+    def fill_search_cost(self) -> None:
+        """Give measured runs written before schema v5 (or imported from an older export) what their
+        search cost, from their command, times and rows; a run that has it keeps it."""
+        self.con.execute(_FILL_SEARCH_COST)
 
     def fill_training_runs(self, models: Any = None) -> None:
         """Give rows written without their training run (imported from an older export, or the paper's
@@ -392,12 +424,17 @@ class Store:
         self.insert("runs", RUN_COLUMNS, [dataclasses.astuple(run)])
         return run.run_id
 
-    def finish_run(self, run_id: str, status: str = "done") -> None:
+    def finish_run(self, run_id: str, status: str = "done", wall_s: float | None = None,
+                   trials_run: int | None = None, trials_skipped: int | None = None) -> None:
+        """Mark a run over; a sweep adds what its search cost (schema v5)."""
         self._writable()
         try:
             self.con.execute(
-                "UPDATE runs SET ended_at = ?, status = ? WHERE run_id = ?",
-                [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status, run_id],
+                "UPDATE runs SET ended_at = ?, status = ?, wall_s = coalesce(?, wall_s), "
+                "trials_run = coalesce(?, trials_run), trials_skipped = coalesce(?, trials_skipped) "
+                "WHERE run_id = ?",
+                [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status, wall_s, trials_run,
+                 trials_skipped, run_id],
             )
         except duckdb.Error as e:
             raise StoreError(f"{self.path or 'database'}: cannot write ({_first_line(e)})") from e
