@@ -10,7 +10,6 @@ a query; the Benchmark screen writes its own database through the engine (engine
 from __future__ import annotations
 
 import datetime as dt
-import signal
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -100,24 +99,42 @@ class PlannerApp(App):
 
     # --- life cycle ----------------------------------------------------------------------------------
 
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """App.run, with SIGHUP and SIGTERM taken by a watchdog thread first (app/hangup.py): a dropped SSH
+        session or a killed tmux leaves no process behind, even where Textual's shutdown blocks on a
+        terminal that is gone."""
+        from tui_planner.app.hangup import ExitGuard
+
+        guard = None
+        if threading.current_thread() is threading.main_thread():
+            guard = ExitGuard(self._stop_from_thread, lambda: self.sweep)
+            guard.install()
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            if guard is not None:
+                guard.uninstall()
+
     def on_mount(self) -> None:
-        self.state = self.initial
         import asyncio
 
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP):  # a dropped SSH session or `kill`: stop trials, then exit
-            try:
-                loop.add_signal_handler(sig, self._terminate)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        self._loop_running = asyncio.get_running_loop()
+        self.state = self.initial
+
+    def _stop_from_thread(self) -> None:
+        """The watchdog thread asks the event loop (if it still turns) to stop the sweep and leave."""
+        loop = getattr(self, "_loop_running", None)
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._terminate)
 
     def _terminate(self) -> None:
+        """Stop the sweep and leave (quitting during a sweep, or a signal): trials are killed with their
+        process group, the database keeps every finished trial."""
         self.stop_sweep(now=True)
         self.run_worker(self._exit_after_sweep(), exclusive=True, group="exit")
-        # If the UI cannot get there (a terminal gone mid-write, a busy loop), leave anyway: trial processes
-        # die with us (PR_SET_PDEATHSIG), and the database keeps every committed trial (DuckDB's WAL).
+        # If the UI cannot get there (a busy loop), leave anyway: trial processes die with us
+        # (PR_SET_PDEATHSIG), and the database keeps every committed trial (DuckDB's WAL).
         import os
-        import threading
 
         if self._watchdog is None:
             self._watchdog = threading.Timer(30.0, os._exit, args=(143,))

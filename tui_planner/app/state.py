@@ -7,6 +7,7 @@ No Textual here: the nudges and the verdict are plain functions, so they are tes
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -261,9 +262,12 @@ def verdict(rows: list[dict], s: PlanState) -> list[str]:
 
 @dataclass
 class SweepHandle:
-    """The sweep the Benchmark screen is running, so quitting can stop it."""
+    """The sweep the Benchmark screen is running, so quitting (or a lost terminal: app/hangup.py) can stop it:
+    `done` is set when the sweep's thread returns, `store` is the database it writes."""
 
     stop: Any
     pause: Any
     worker: Any = None
     labels: list[str] = field(default_factory=list)
+    done: Any = field(default_factory=threading.Event)
+    store: Any = None

@@ -176,7 +176,7 @@ class BenchScreen(Screen):
         bar.update(total=None, progress=0)
         self.started_at = time.monotonic()
         self.write_cursor = store.cursor()
-        self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event())
+        self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event(), store=store)
         self.app.sweep.worker = self.run_sweep(req, store, self.write_cursor, self.app.sweep)
         self._label("starting…")
 
@@ -196,6 +196,7 @@ class BenchScreen(Screen):
                                       title="Sweep failed", severity="error", markup=False)
             raise
         finally:
+            handle.done.set()
             # Events posted before this are still queued: the UI closes the store after showing them.
             self.post_message(SweepDone(store, cursor))
 
