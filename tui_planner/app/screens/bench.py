@@ -18,10 +18,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Label, ProgressBar, RichLog, Select, Static
+from textual.widgets import DataTable, Footer, Header, Input, Label, ProgressBar, RichLog, Select, Static
 
 from engine.data.errors import PlannerError
 from tui_planner import format as fmt
+from tui_planner.app.screens.common import Check
 from tui_planner.app.text import content
 
 # Where torch is missing: the bench extra, as installed from a clone (the README's set-up).
@@ -73,12 +74,12 @@ class BenchScreen(Screen):
                          allow_blank=False, compact=True, id="b-methods", value="all")
             yield Select([("cuda", "cuda"), ("cpu", "cpu")], allow_blank=False, compact=True, id="b-device",
                          value="cuda")
-            yield Checkbox("compile", value=True, compact=True, id="b-compile",
+            yield Check("compile", value=True, compact=True, id="b-compile",
                            tooltip="torch.compile in free-lunch (off: faster start, slower steps)")
         with Horizontal(classes="form-row"):
             yield Label("Save to", classes="name")
             yield Input(str(user_db()), compact=True, id="b-db")
-            yield Checkbox("retry failed", value=False, compact=True, id="b-retry",
+            yield Check("retry failed", value=False, compact=True, id="b-retry",
                            tooltip="also run again what crashed or timed out twice (skipped on resume by default)")
         with Horizontal(id="progress-row"):
             yield ProgressBar(id="progress", show_eta=True)
@@ -145,8 +146,8 @@ class BenchScreen(Screen):
             model=str(self.query_one("#b-model", Select).value), methods=str(self.query_one("#b-methods", Select).value),
             num_gpus=int(gpus), device=str(self.query_one("#b-device", Select).value), db=Path(db).expanduser(),
             presets=self.app.preset_paths, timeout_s=900.0,
-            compile=self.query_one("#b-compile", Checkbox).value, note="tui-planner app",
-            retry_failed=self.query_one("#b-retry", Checkbox).value,
+            compile=self.query_one("#b-compile", Check).value, note="tui-planner app",
+            retry_failed=self.query_one("#b-retry", Check).value,
         )
 
     def action_start(self) -> None:

@@ -1,10 +1,16 @@
-"""What the Plan and Chart screens share: the what-if keys, so a PI can step the budget, the deadline and
-the run's tokens and cycle models without typing, and see the ranking or the chart follow."""
+"""What the screens share: the what-if keys of the Plan and Chart screens, so a PI can step the budget, the
+deadline and the run's tokens and cycle models without typing, and see the ranking or the chart follow; and
+check boxes that look unchecked when they are (Textual's draw the same X either way, only its colour
+differs, which a monochrome or low-contrast terminal does not show)."""
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import Screen
+from textual.strip import Strip
+from textual.widgets import Checkbox, SelectionList
 
 from tui_planner import format as fmt
 from tui_planner.app import state as st
@@ -62,3 +68,39 @@ class WhatIfScreen(Screen):
                             timeout=4, markup=False)
             return
         self.app.state = st.nudge_tokens(self.app.state, on_run, factor)
+
+
+UNCHECKED = " "  # inside the box: blank when off, Textual's X when on
+
+
+class Check(Checkbox):
+    """A Checkbox whose box is empty when it is off (ToggleButton._button, the inside chosen by value)."""
+
+    @property
+    def _button(self) -> Content:
+        from textual.style import Style
+
+        button_style = self.get_visual_style("toggle--button")
+        side_style = Style(foreground=button_style.background, background=self.background_colors[1])
+        inner = self.BUTTON_INNER if self.value else UNCHECKED * len(self.BUTTON_INNER)
+        return Content.assemble((self.BUTTON_LEFT, side_style), (inner, button_style),
+                                (self.BUTTON_RIGHT, side_style))
+
+
+class Checks(SelectionList):
+    """A SelectionList whose boxes are empty for the values not selected."""
+
+    def render_line(self, y: int) -> Strip:
+        line = super().render_line(y)
+        try:
+            selection = self.get_option_at_index(self.scroll_offset.y + y)
+        except Exception:  # noqa: BLE001 - a line below the last option: nothing to change
+            return line
+        if selection.value in self._selected:
+            return line
+        segments = list(line)
+        if len(segments) < 2:
+            return line
+        inner = segments[1]
+        segments[1] = Segment(UNCHECKED * len(inner.text), inner.style, inner.control)
+        return Strip(segments, line.cell_length)

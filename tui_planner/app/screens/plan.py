@@ -18,7 +18,7 @@ from engine.data.errors import PlannerError
 from engine.data.runs import is_image, tokens
 from tui_planner import format as fmt
 from tui_planner.app import state as st
-from tui_planner.app.screens.common import WHAT_IF_BINDINGS, WhatIfScreen
+from tui_planner.app.screens.common import WHAT_IF_BINDINGS, Checks, WhatIfScreen
 from tui_planner.app.text import content
 from tui_planner.views import SHORT
 
@@ -107,7 +107,7 @@ class PlanScreen(WhatIfScreen):
                         yield Input(placeholder=tip, compact=True, id=key, select_on_focus=True)
                 yield Label("", id="sources")
                 yield Label("GPUs [dim](g, space)[/]")
-                yield SelectionList(*[(fmt.text(f"{g.id:<11} {SHORT.get(g.form_factor, g.form_factor or '')}"), g.id, True)
+                yield Checks(*[(fmt.text(f"{g.id:<11} {SHORT.get(g.form_factor, g.form_factor or '')}"), g.id, True)
                                       for g in presets.gpus.values()], compact=True, id="gpus")
             with Vertical(id="right"):
                 yield Static("", id="title")
