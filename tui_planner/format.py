@@ -128,7 +128,9 @@ def compact_days(value: float) -> str:
     """Days in at most 4 characters, for a band: 4.1, 28, 182, 1.8k."""
     if value >= 1000:
         return f"{value / 1000:.1f}k"
-    return f"{value:.0f}" if value >= 10 else f"{value:.1f}" if value >= 1 else f"{value:.1g}"
+    if value < 1 and float(f"{value:.1g}") < 1:
+        return f"{value:.1g}"
+    return f"{value:.0f}" if round(value, 1) >= 10 else f"{value:.1f}"
 
 
 def band(low: float | None, high: float | None) -> str:

@@ -86,6 +86,37 @@ def _plain(value):
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
+def legend(req, options: list[dict], energy: str) -> list[str]:
+    """What every abbreviation in the table and the verdict means, one line each (markup, values escaped):
+    the words of tui_planner/glossary.py, so the app's glossary says the same."""
+    life = f"{req.lifespan_years:g} years" + (" (the paper's amortisation)" if req.lifespan_years == 5 else "")
+    sources = sorted({(r.get("source") or "") for r in options if r["days"] is not None})
+    words = {"measured": "meas measured here (GPU synchronized)", "predicted": "pred predicted, with a band "
+             "(`tui-planner predict` shows how)", "paper-table1": "T1 the paper's Table 1",
+             "paper-table4": "T4 the paper's Table 4"}
+    lines = [
+        "marks: * Pareto (nothing else is both cheaper and faster)  $ over budget  ? at risk (the deadline "
+        "falls inside the band)  d misses the deadline (or has no figure)",
+        "in: the system holding the GPUs: ws2/ws4 a 2-/4-GPU workstation, 2U/4U a PCIe server, HGX NVIDIA's "
+        "board for SXM GPUs, T6/T7 the paper's machines",
+        "hardware: the system + its GPUs at dated prices" + (f" ({fmt.STALE_MARK} a price older than 12 months)"
+                                                              if any(r.get("price_stale") for r in options) else ""),
+        "days: training days for the run; band: a prediction's low-high days (its likely range; measured and "
+        "paper figures have none)",
+        "MFU: model FLOPs utilisation, the share of the GPU's peak 16-bit math used (40-55% is good); ! above "
+        "its GPU generation's plausible line (60%; A100 65%), !! above 100%: too fast to be true",
+        f"$/run: cost per experiment: hardware x days / {life} + {energy}",
+        "from: " + "  ".join(fmt.esc(words.get(s, s)) for s in sources if s),
+        "paper: the paper's Table 1 days and implied MFU for the cell, shown beside, not ranked on",
+        "in the verdict: free-lunch = torch.compile, fused attention, TF32; micro-batch A x B = A sequences a "
+        "GPU per pass, B passes accumulated a step",
+    ]
+    if not any(r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper")
+               for r in options):
+        lines.remove(lines[7])
+    return lines
+
+
 def mark(r: dict) -> str:
     """'*' Pareto, '$' over budget, '?' at risk, 'd' misses the deadline (or has no figure)."""
     late = {"met": "", "at risk": "?"}.get(r.get("deadline_verdict"), "d" if r.get("deadline_verdict") else "")
@@ -132,8 +163,9 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
                     + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view
                     + f"\nrun: {e(describe_run(model))}")
     for col in ("", "GPUs", "in", "hardware", "days", "band", "MFU", "$/run", "from", "paper"):
+        # The paper's figure folds onto a second line where 80 columns are short, never cut.
         t.add_column(col, justify="right" if col in ("hardware", "days", "band", "MFU", "$/run") else "left",
-                     no_wrap=True)
+                     no_wrap=col != "paper", overflow="fold", min_width=4 if col == "paper" else None)
     options = [r for r in rows if r["system"] is not None]
     for r in options:
         style = "dim" if not r["within_budget"] or r["days"] is None else ""
@@ -153,14 +185,8 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
     kwh, kwh_date, kwh_source = energy_price(req, presets)
     energy = (f"energy at ${kwh:g}/kWh" + (f" ({fmt.date(kwh_date)}: {e(fmt.short_source(kwh_source, 60))})"
                                            if kwh_date else "") if kwh else f"no energy ({e(kwh_source)})")
-    console.print(
-        "[dim]* Pareto (nothing both cheaper and faster)  $ over budget  ? at risk (the deadline is inside the "
-        "band)  d misses it. in: the system (ws2/ws4 workstation, 2U/4U PCIe server, HGX; T6/T7 the paper's "
-        "machines). band: a prediction's low-high days (measured and paper figures have none). MFU ! above "
-        "its GPU generation's plausible share of peak (60%; A100 65%), !! above 100%. from: meas(ured), pred(icted, `tui-planner predict` explains it), T1/T4 the "
-        f"paper's tables. paper: its Table 1 figure for the cell, beside, not ranked on. {fmt.STALE_MARK} a price "
-        f"older than 12 months. $/run: hardware x days / {req.lifespan_years:g} years"
-        + (" (the paper's amortisation)" if req.lifespan_years == 5 else "") + f" + {energy}.[/dim]")
+    for line in legend(req, options, energy):
+        console.print(f"[dim]{line}[/dim]")
     v = decide(rows, req.deadline_days)
     for line in views.verdict_lines(v, req.model, req.budget_usd, req.deadline_days, prices=False):
         console.print(line)

@@ -18,6 +18,7 @@ import datetime as dt
 from engine.data.presets import Presets, is_stale
 from engine.data.store import plain
 from tui_planner import format as fmt
+from tui_planner import glossary
 
 FLAG_STYLE = {"implausible": "yellow", "impossible": "bold red"}
 # Form factors and cooling in a narrow column: `tui-planner presets --format json` has the words.
@@ -116,8 +117,14 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
     e = fmt.esc
     rows = list(rows)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=f"{len(rows)} trials", title_justify="left")
-    for col in ("model", "gpu", "n", "days", "MFU", "methods", "mb x acc", "source"):
-        t.add_column(col, justify="right" if col in ("n", "days", "MFU", "mb x acc") else "left", no_wrap=True)
+    # Where 80 columns are short, a model id or a setting folds onto a second line: nothing is cut, and the
+    # GPU count stays beside its GPU.
+    banded = any(fmt.band(r.get("days_low"), r.get("days_high")) for r in rows if r.get("days") is not None)
+    for col in ("model", "GPUs", "days", "band", "MFU", "setting", "batch", "from")[:] if banded else (
+            "model", "GPUs", "days", "MFU", "setting", "batch", "from"):
+        wraps = col in ("model", "setting")
+        t.add_column(col, justify="right" if col in ("days", "band", "MFU", "batch") else "left",
+                     no_wrap=not wraps, overflow="fold", min_width=8 if wraps else None)
     for r in rows:
         flag = r.get("plausibility")
         mfu = fmt.mfu(r.get("mfu"), flag)
@@ -127,8 +134,11 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
             days = fmt.days(r["days"]) + ("[yellow]†[/]" if fmt.dense_mask(r) else "")
         else:
             days = f"[dim]{e(r.get('failure_kind') or 'infeasible')}[/dim]"
-        mb = f"{r['micro_batch']} x {r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
-        t.add_row(e(r["model"]), e(r["gpu"]), str(r["num_gpus"]), days, mfu, e(fmt.methods(r)), mb, e(r["source"]))
+        mb = f"{r['micro_batch']}x{r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
+        n = r["num_gpus"] * (r.get("num_nodes") or 1)
+        band = fmt.band(r.get("days_low"), r.get("days_high")) if r.get("days") is not None else ""
+        t.add_row(*[e(r["model"]), f"{n}x {e(r['gpu'])}", days] + ([band] if banded else [])
+                  + [mfu, e(fmt.methods(r)), mb, e(glossary.SOURCE_SHORT.get(r["source"], r["source"]))])
     console.print(t)
     runs = sorted({(r["model"], r.get("training_run"), r.get("steps")) for r in rows if r.get("training_run")},
                   key=lambda x: (str(x[0]), str(x[1])))
@@ -139,6 +149,10 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
     if any(fmt.dense_mask(r) for r in rows if r.get("days") is not None):
         console.print("[yellow]†[/] timed with a dense causal mask (engine before its 2026-11-23 fix): today's "
                       "engine is faster there.")
+    console.print(f"[dim]setting: {e(glossary.SETTING_LEGEND)}. batch: micro-batch x accumulation. "
+                  + ("band: a prediction's low-high days. " if banded else "")
+                  + "MFU: share of the GPU's peak math used. "
+                  + f"{e(glossary.FROM_LEGEND)}. (The app's ? then g: the glossary.)[/dim]")
     if any(r.get("plausibility") in FLAG_STYLE for r in rows):
         console.print("[yellow]![/] implausible: above its GPU generation's plausible share of dense 16-bit peak "
                       "(60%; A100 65%).  "
@@ -232,6 +246,8 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             notes.append("not tried: " + ", ".join(c.never_tried))
         out.extend(Padding(fmt.text(note, style="dim"), (0, 0, 0, 2)) for note in notes)
         out.append("")
+    out.append(Text("vs FL: a setting's time against free-lunch alone (FL: compile, fused attention, TF32) on "
+                    "the same GPUs; -30% is 30% less time. mb x acc: micro-batch x accumulation.", style="dim"))
     return out
 
 
