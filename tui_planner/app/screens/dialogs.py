@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
@@ -13,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Collapsible, Input, Label, Static
 
 from tui_planner import format as fmt
 from tui_planner.app.text import content
@@ -56,20 +55,58 @@ def binding_rows() -> list[tuple[str, str, str]]:
     return out
 
 
+def glossary_markup() -> str:
+    """Every term the screens print, in a PI's words (tui_planner/glossary.py), as markup."""
+    from tui_planner import glossary
+
+    lines = ["[b]Glossary[/b]: the words and marks on these screens, what each means and why it matters.", ""]
+    for title, terms in glossary.GROUPS:
+        lines.append(f"[b u]{fmt.esc(title)}[/]")
+        for t in terms:
+            lines.append(f"  [b]{fmt.esc(t.term)}[/b] [i]{fmt.esc(t.name)}[/i]: {fmt.esc(t.means)}")
+            lines.append(f"    [dim]why it matters:[/] {fmt.esc(t.why)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+                Binding("g", "glossary", "Glossary", tooltip="what FL, ckpt, ZeRO, MFU, band, Pareto... mean")]
 
     def compose(self) -> ComposeResult:
-        lines = [HELP_INTRO]
+        lines = [HELP_INTRO, "[b reverse] g [/] [b]the glossary[/b]: what FL, ckpt, ZeRO, FSDP, offload, MFU, band, "
+                 "T1/T4, Pareto, $/run and every other abbreviation mean, and why they matter."]
         current = None
-        for title, keys, what in binding_rows():  # a key may be "[" itself: escaped like any value
+        for title, keys, what in binding_rows():  # a key may be "[" itself: escaped like any value, padded after
             if title != current:
                 lines.append(f"\n[b u]{fmt.esc(title)}[/]")
                 current = title
-            lines.append(f"  [b]{fmt.esc(f'{keys:<10}')}[/] {fmt.esc(what)}")
-        with VerticalScroll(id="help"):
+            lines.append(f"  [b]{fmt.esc(keys)}[/]{' ' * max(1, 11 - len(keys))}{fmt.esc(what)}")
+        with VerticalScroll(id="help") as box:
+            fit(box)
             yield Static(content("\n".join(lines)))
-            yield Label("[dim]escape closes[/]")
+            yield Label("[dim]g glossary · escape closes[/]")
+
+    def on_mount(self) -> None:
+        self.query_one("#help", VerticalScroll).focus()
+
+    def action_glossary(self) -> None:
+        self.app.push_screen(GlossaryScreen())
+
+
+class GlossaryScreen(ModalScreen[None]):
+    """The glossary (tui_planner/glossary.py): every abbreviation and mark the screens print."""
+
+    BINDINGS = [Binding("escape,q,g", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help") as box:
+            fit(box)
+            yield Static(content(glossary_markup()), id="glossary")
+            yield Label("[dim]↑/↓ pgup/pgdn scroll · escape closes[/]")
+
+    def on_mount(self) -> None:
+        self.query_one("#help", VerticalScroll).focus()
 
 
 class PricesScreen(ModalScreen[None]):
@@ -114,7 +151,8 @@ class PricesScreen(ModalScreen[None]):
             lines += ["", "[b u]Cloud[/] (on demand; the cheapest per GPU is what renting costs)"]
             lines += [line(f"{c.gpu} {c.provider}", f"${c.usd_per_gpu_hour:.2f}/GPU-h", c.date, c.source)
                       for c in presets.cloud]
-        with VerticalScroll(id="price-list"):
+        with VerticalScroll(id="price-list") as box:
+            fit(box)
             yield Static(content("\n".join(lines)))
             yield Label("[dim]escape closes[/]")
 
@@ -162,54 +200,19 @@ class AskPath(ModalScreen[str | None]):
         self.dismiss(event.value.strip() or None)
 
 
-DETAIL_FIELDS = (
-    ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"), ("num_nodes", "nodes"), ("source", "source"),
-    ("training_run", "run (batch x seq, prec., opt.)"), ("steps", "steps (its days are for)"),
-    ("days", "training days"), ("step_s", "step (s)"), ("pass_s", "pass (s)"), ("pass_spread_s", "pass spread (s)"),
-    ("update_s", "update (s)"), ("micro_batch", "micro-batch"), ("grad_accum", "accumulation"),
-    ("samples_per_s", "samples/s"), ("tokens_per_s", "tokens/s"), ("analytic_days", "analytic days (100% MFU)"),
-    ("peak_memory_gb", "peak memory (GB)"), ("attention", "attention"), ("kernel", "kernel that ran"),
-    ("compile", "torch.compile"), ("tf32", "TF32"), ("activation_checkpointing", "checkpointing"),
-    ("sharding", "sharding"), ("offloading", "offloading"), ("warmup_s", "warm-up (s, excluded)"),
-    ("compile_s", "compile (s, excluded)"), ("repetitions", "timed repetitions"), ("duration_s", "trial wall (s)"),
-    ("failure_kind", "outcome"), ("failure_message", "why"), ("config_source", "settings from"),
-    ("trial_id", "trial id"), ("run_id", "run id"),
-)
-
-
-def detail_text(row: dict[str, Any]) -> str:
-    """A trial as rich markup, every value from the database in it escaped (shown through content())."""
-    e = fmt.esc
-    flag = row.get("plausibility")
-    lines = [f"[b]{e(row['model'])} on {row['num_gpus']} x {e(row['gpu'])}[/b] — {e(fmt.methods(row))}",
-             f"MFU [b]{fmt.mfu(row.get('mfu'), flag)}[/b]"
-             + (f"  [red]{flag}: above {'100' if flag == 'impossible' else '60'}% of the GPU's dense 16-bit peak[/]"
-                if flag in fmt.FLAG_MARK else ""), ""]
-    if fmt.dense_mask(row) and row.get("days") is not None:
-        lines[-1:-1] = ["[yellow]† compiled causal attention got a dense mask here (engine before its 2026-11-23 "
-                        "fix): today's engine is faster[/]"]
-    for key, name in DETAIL_FIELDS:
-        value = row.get(key)
-        if value is None or key in ("model", "gpu"):
-            continue
-        if isinstance(value, float):
-            value = f"{value:.4g}"
-        lines.append(f"  {name:<26} {e(value, newlines=True)}")
-    prov = row.get("provenance")
-    if prov:
-        try:
-            prov = json.dumps(json.loads(prov), indent=2)
-        except (TypeError, ValueError):
-            pass
-        lines += ["", "[b]Provenance[/b]", e(prov, newlines=True)]
-    return "\n".join(lines)
+def fit(widget: Any) -> None:
+    """A dialog box as wide as the terminal allows: 76 columns at 80, the whole width at 60, up to 110 at 120
+    (inline, so it wins over the stylesheet's fixed width)."""
+    widget.styles.width = "95%"
+    widget.styles.max_width = 110
 
 
 class TrialDetail(ModalScreen[None]):
     """A trial, read from `store` (the app's database when None: the Plan screen passes the store it ranked
     on, which holds predictions made for a run); its training settings are built and exported for the model
     in `presets` (the app's when None: the Plan screen passes the presets with the model on its run, so
-    plan.json's steps and days are that run's)."""
+    plan.json's steps and days are that run's). It reads top-down: what it is, its result, how it was
+    derived, its settings, what next; the raw record last, folded."""
 
     BINDINGS = [Binding("escape,q", "dismiss", "Close"), Binding("x", "export", "Export settings")]
 
@@ -217,6 +220,7 @@ class TrialDetail(ModalScreen[None]):
         super().__init__()
         self.trial_id = trial_id
         self.row: dict[str, Any] | None = None
+        self.export_error: str | None = None  # why x cannot export this row (known before anything is asked)
         self._store, self._presets = store, presets
 
     @property
@@ -228,12 +232,16 @@ class TrialDetail(ModalScreen[None]):
         return self._presets if self._presets is not None else self.app.presets
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail"):
+        with VerticalScroll(id="detail") as box:
+            fit(box)
             yield Static("loading…", id="detail-body")
             yield Static("", id="detail-recipe")
-            yield Label("[dim]x exports ready-to-run training settings · escape closes[/]")
+            with Collapsible(title="Raw record (every stored field; enter unfolds)", id="detail-raw"):
+                yield Static("", id="detail-raw-body")
+            yield Label("[dim]x export settings · tab, enter: raw record · escape closes[/]")
 
     def on_mount(self) -> None:
+        self.query_one("#detail", VerticalScroll).focus()
         self.load()
 
     @work(thread=True, exclusive=True, exit_on_error=False)
@@ -241,21 +249,34 @@ class TrialDetail(ModalScreen[None]):
         cur = self.store.cursor()
         try:
             rows = cur.query("SELECT * FROM trials WHERE trial_id = ?", [self.trial_id])
-            settings = recipe_preview(cur, self.presets, self.trial_id) if rows else ""
+            settings, error = recipe_preview(cur, self.presets, self.trial_id, with_error=True) if rows else ("", None)
         finally:
             cur.close()
-        self.app.call_from_thread(self._show, rows[0] if rows else None, settings)
+        self.app.call_from_thread(self._show, rows[0] if rows else None, settings, error)
 
-    def _show(self, row: dict[str, Any] | None, settings: str) -> None:
-        self.row = row
+    def _show(self, row: dict[str, Any] | None, settings: str, error: str | None = None) -> None:
+        from tui_planner.app import details
+
+        self.row, self.export_error = row, error
         body = self.query_one("#detail-body", Static)
-        body.update(content(detail_text(row) if row else
+        body.update(content(details.detail_text(row, self.presets, error) if row else
                             f"trial {fmt.esc(self.trial_id)} is not in "
                             f"{fmt.esc(self.store.path or 'the predictions made for this run')}"))
         self.query_one("#detail-recipe", Static).update(content(settings))
+        self.query_one("#detail-raw-body", Static).update(content(details.raw_text(row) if row else ""))
 
     def action_export(self) -> None:
         if not self.row:
+            self.app.notify("the trial is still loading", timeout=3)
+            return
+        if self.export_error is not None:  # say why before asking for anything
+            from tui_planner.app import details
+
+            src = self.row.get("source") or ""
+            hint = ("" if src == "measured" and self.row.get("failure_kind") is None else
+                    f" Measure it first: {details.bench_command(self.row)}")
+            self.app.notify(fmt.visible(f"Cannot export this row: {self.export_error}.{hint}", newlines=True),
+                            title="Not exported", severity="warning", timeout=12, markup=False)
             return
 
         def chosen(path: str | None) -> None:
@@ -287,9 +308,41 @@ class TrialDetail(ModalScreen[None]):
                                   title="Exported", timeout=10, markup=False)
 
 
-def recipe_preview(store, presets, trial_id: str) -> str:
+class OptionDetail(ModalScreen[None]):
+    """A ranking option with no trial behind it (refused, infeasible, implausible only, no system sold):
+    what it is and why it is not ranked."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        super().__init__()
+        self.row = row
+
+    def compose(self) -> ComposeResult:
+        from tui_planner.app import details
+
+        with VerticalScroll(id="detail") as box:
+            fit(box)
+            yield Static(content(details.option_text(self.row)), id="detail-body")
+            yield Label("[dim]escape closes[/]")
+
+
+def option_detail(row: dict[str, Any], store: Any = None, presets: Any = None) -> ModalScreen:
+    """The details of a ranking row (the Plan screen's or the Chart's): its trial where it has one, else
+    why it is not ranked. Every row opens something."""
+    if row.get("trial_id"):
+        return TrialDetail(row["trial_id"], store=store, presets=presets)
+    return OptionDetail(row)
+
+
+def recipe_preview(store, presets, trial_id: str, with_error: bool = False):
     """The training settings `tui-planner export` would write for this trial, or why there are none (rich
-    markup, values escaped)."""
+    markup, values escaped); with_error: (that, why export cannot build them or None)."""
+    text, error = _recipe_preview(store, presets, trial_id)
+    return (text, error) if with_error else text
+
+
+def _recipe_preview(store, presets, trial_id: str) -> tuple[str, str | None]:
     from engine.data.errors import PlannerError
     from engine.recipe import export as recipe
 
@@ -298,9 +351,10 @@ def recipe_preview(store, presets, trial_id: str) -> str:
     try:
         r = recipe.build(recipe.pick(store, presets, None, None, None, trial_id=trial_id), presets, store.path)
     except PlannerError as e:
-        return f"\n[b]Training settings[/b]\n  [dim]{escape(str(e))}[/]"
+        return f"\n[b]Training settings[/b]\n  [dim]{escape(str(e))}[/]", str(e)
     except Exception as e:  # noqa: BLE001 - a row the export cannot read (a shared file): say so, show the trial
-        return f"\n[b]Training settings[/b]\n  [dim]cannot be built from this row ({escape(type(e).__name__)}: {escape(e)})[/]"
+        why = f"cannot be built from this row ({type(e).__name__}: {e})"
+        return f"\n[b]Training settings[/b]\n  [dim]{escape(why)}[/]", why
     keys = ("per_device_train_batch_size", "gradient_accumulation_steps", "max_steps", "learning_rate",
             "lr_scheduler_type", "bf16", "fp16", "tf32", "torch_compile", "gradient_checkpointing", "optim", "fsdp")
     lines = ["", "[b]Training settings[/b] [dim](x writes them: TrainingArguments, DeepSpeed/FSDP, launch.sh)[/]",
@@ -314,7 +368,7 @@ def recipe_preview(store, presets, trial_id: str) -> str:
         lines.append(f"  {'deepspeed':<28} ZeRO stage {escape(zero.get('stage'))}"
                      + (", offload" if zero.get("offload_optimizer") else ""))
     lines += [f"  [dim]{escape(n)}[/]" for n in r.notes]
-    return "\n".join(lines)
+    return "\n".join(lines), None
 
 
 class CellFindings(ModalScreen[None]):
@@ -327,9 +381,11 @@ class CellFindings(ModalScreen[None]):
         self.cell = (model, gpu, num_gpus)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail"):
+        with VerticalScroll(id="detail") as box:
+            fit(box)
             yield Static("loading…", id="findings-body")
-            yield Label("[dim]the paper's pick: Table 1 days with Appendix J settings · escape closes[/]")
+            yield Static("[dim]the paper's pick: Table 1 days with Appendix J settings · escape closes[/]",
+                         id="findings-foot")
 
     def on_mount(self) -> None:
         self.load()
