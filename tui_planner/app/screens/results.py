@@ -1,9 +1,14 @@
-"""Results: every trial in the current database, filtered and sorted by keyboard; enter shows one. The line
-under the table says which run the highlighted row answers for (batch x sequence, precision, optimizer) and
-the steps its days are for."""
+"""Results: every trial in the current database, filtered and sorted by keyboard; enter shows one (every row,
+a failed one too: it says why). The columns share the width the table gets (laid out again on a resize:
+nothing a person needs is cut at 80 columns, and a wider terminal shows each row's band and run). Under the
+table: the highlighted row's setting in words and which run it answers for (batch x sequence, precision,
+optimizer) with the steps its days are for."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,13 +18,66 @@ from textual.worker import get_current_worker
 from textual.widgets import Checkbox, DataTable, Footer, Header, Select, Static
 
 from tui_planner import format as fmt
-from tui_planner.app.screens.plan import SOURCE_SHORT
+from tui_planner import glossary
 from tui_planner.app.text import content
 
 SORTS = (("days", "days"), ("mfu", "MFU"), ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"),
          ("source", "source"))
-COLUMNS = (("model", "model", 14), ("gpu", "GPU", 7), ("n", "n", 2), ("setting", "setting", 14),
-           ("mb", "batch", 7), ("days", "days", 7), ("mfu", "MFU", 6), ("source", "from", 4))
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    right: bool = False  # numbers: right-aligned
+    least: int | None = None  # may be cut down to this (with "…") when the width is short; None: never cut
+    optional: bool = False  # shown only where the width has room for it
+
+
+# In the order shown. The table has no cell padding of its own: each column holds its separating space.
+COLUMNS = (Column("model", "model", least=8), Column("gpu", "GPU"), Column("n", "n", right=True),
+           Column("setting", "setting", least=12), Column("mb", "batch", right=True),
+           Column("days", "days", right=True), Column("band", "band", right=True, optional=True),
+           Column("mfu", "MFU", right=True), Column("source", "from"),
+           Column("run", "run", optional=True), Column("when", "recorded", optional=True))
+
+
+def layout(columns: list[Column], widths: dict[str, int], room: int) -> dict[str, int]:
+    """Each column's width (its separating space included) for `room` cells: every column its widest cell
+    where they fit; else the optional ones left out, then the cuttable ones cut down toward their least, in
+    their order (the model first: the line under the table names the highlighted row's in full)."""
+    need = {c.key: widths[c.key] + 1 for c in columns}
+    shown = [c for c in columns if not c.optional]
+    for c in (c for c in columns if c.optional):  # in order, while they fit
+        if sum(need[x.key] for x in shown) + need[c.key] <= room:
+            shown.append(c)
+    out = {c.key: need[c.key] for c in columns if c in shown}
+    over = sum(out.values()) - room
+    for c in (c for c in shown if c.least is not None):
+        cut = min(max(0, over), out[c.key] - (c.least + 1))
+        out[c.key] -= cut
+        over -= cut
+    return out
+
+
+def fit(text: str, width: int, right: bool = False) -> str:
+    """`text` in `width` cells, its last one a space; cut with '…' where it is longer."""
+    w = width - 1
+    if len(text) > w:
+        text = text[: max(0, w - 1)] + "…"
+    return (text.rjust(w) if right else text.ljust(w)) + " "
+
+
+class Cell(Text):
+    """A cell padded (or cut) to its column's width, its separating space included; str() is the value
+    itself, as a table's cell reads without padding."""
+
+    def __init__(self, value: str, width: int, right: bool = False, style: str = "") -> None:
+        super().__init__(fit(value, width, right), style=style, no_wrap=True, overflow="crop", end="")
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.value
 
 
 METHOD_FILTERS = (("naive", "naive"), ("free-lunch", "free-lunch only"), ("ckpt", "checkpointing"),
@@ -53,6 +111,28 @@ def run_text(r: dict) -> str:
             + (f", [b]{steps:,}[/] steps [dim](its days are for these)[/]" if isinstance(steps, int) else ""))
 
 
+def words_text(r: dict) -> str:
+    """The highlighted row in words, as markup (values escaped): its setting spelled out, its source, and
+    for a row with no time, why. One or two lines under the table; ? then g has the glossary."""
+    e = fmt.esc
+    ok = r["feasible"] and r["days"] is not None and not r.get("failure_kind")
+    src = glossary.SOURCE_SHORT.get(r["source"], r["source"] or "")
+    text = f"[b]{e(fmt.methods(r))}[/b]: {e(glossary.setting_words(r))}"
+    text += "\n"
+    mb = r.get("micro_batch"), r.get("grad_accum")
+    if all(mb):
+        text += f"[b]{mb[0]}x{mb[1]}[/b] micro-batch x accumulation · "
+    text += f"[b]{e(src)}[/b] {e(glossary.SOURCE_WORDS.get(r['source'], r['source'] or 'no source'))}"
+    if fmt.band(r.get("days_low"), r.get("days_high")):
+        text += " (band: its low-high days)"
+    if not ok:
+        from tui_planner.app.details import OUTCOME_WORDS
+
+        kind = r.get("failure_kind") or "infeasible"
+        text += f" · [yellow]{e(kind)}: {e(OUTCOME_WORDS.get(kind, 'no usable time'))}[/] (enter: why)"
+    return text + " [dim]· ? then g: glossary[/]"
+
+
 class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
@@ -75,16 +155,17 @@ class ResultsScreen(Screen):
                          id="f-source")
             yield Select([(label, key) for key, label in METHOD_FILTERS], prompt="method", compact=True, id="f-method")
             yield Checkbox("fits", value=False, compact=True, id="f-feasible")
-        yield DataTable(id="results", cursor_type="row")
+        yield DataTable(id="results", cursor_type="row", cell_padding=0)
+        yield Static("", id="results-words")
         yield Static("", id="results-run")
         yield Static("", id="results-status")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.sort_index, self.reverse, self.rows = 0, False, []
+        self._room = 0
         t = self.query_one("#results", DataTable)
-        for key, label, width in COLUMNS:
-            t.add_column(label, key=key, width=width)
+        t.styles.scrollbar_size_vertical = 1
         self.watch(self.app, "db_path", lambda _: self.reload())
         t.focus()
 
@@ -124,29 +205,69 @@ class ResultsScreen(Screen):
         self.rows = sorted(rows, key=sort_key, reverse=self.reverse)
         if self.reverse:  # keep rows without a value last either way
             self.rows = [r for r in self.rows if r.get(key) is not None] + [r for r in self.rows if r.get(key) is None]
+        self._lay_out()
         t = self.query_one("#results", DataTable)
-        t.clear()
-        for r in self.rows:
-            ok = r["feasible"] and r["days"] is not None
-            outcome = fmt.days(r["days"]) + ("†" if fmt.dense_mask(r) else "") if ok else (r["failure_kind"] or "infeasible")
-            mb = f"{r['micro_batch']}x{r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—"
-            cells = [r["model"], r["gpu"], str(r["num_gpus"] * (r.get("num_nodes") or 1)), fmt.methods(r), mb,
-                     outcome, fmt.mfu(r["mfu"], r["plausibility"]), SOURCE_SHORT.get(r["source"], r["source"] or "")]
-            style = "" if ok else "dim"
-            t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
-                      key=r["trial_id"])
         self._show_run(t.cursor_row if self.rows else None)
         ro = " (read-only)" if self.app.store.read_only else ""
         self.query_one("#results-status", Static).update(content(
             f"{len(self.rows)} trials · sorted by {SORTS[self.sort_index][1]}{' ↓' if self.reverse else ''} · "
             f"[dim]{fmt.esc(self.app.store.path)}{ro}[/]"))
 
+    def _cells(self, r: dict) -> dict[str, str]:
+        ok = r["feasible"] and r["days"] is not None and not r.get("failure_kind")
+        outcome = fmt.days(r["days"]) + ("†" if fmt.dense_mask(r) else "") if ok else (
+            r["failure_kind"] or "infeasible")
+        n = r["num_gpus"] * (r.get("num_nodes") or 1)
+        created = r.get("created_at")
+        return {"model": r["model"], "gpu": r["gpu"], "n": str(n), "setting": fmt.methods(r),
+                "mb": f"{r['micro_batch']}x{r['grad_accum']}" if r.get("micro_batch") and r.get("grad_accum") else "—",
+                "days": outcome, "band": fmt.band(r.get("days_low"), r.get("days_high")) if ok else "",
+                "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if ok or r.get("mfu") is not None else "—",
+                "source": glossary.SOURCE_SHORT.get(r["source"], r["source"] or ""),
+                "run": r.get("training_run") or "",
+                "when": created.date().isoformat() if hasattr(created, "date") else str(created or "")[:10]}
+
+    def _lay_out(self) -> None:
+        """Fill the table with columns sized to the width it has now (again on a resize)."""
+        t = self.query_one("#results", DataTable)
+        cursor = t.cursor_row
+        self._room = room = max(20, t.size.width - 1 if t.size.width else self.app.size.width - 1)
+        cells = [{k: fmt.visible(v) for k, v in self._cells(r).items()} for r in self.rows]
+        columns = [c for c in COLUMNS if not (c.key == "model" and self.filters_model())]
+        widest = {c.key: max([len(c.label)] + [len(x[c.key]) for x in cells]) for c in columns}
+        if not any(x["band"] for x in cells):  # no prediction among the rows: no band to show
+            columns = [c for c in columns if c.key != "band"]
+        widths = layout(columns, widest, room)
+        shown = [c for c in columns if c.key in widths]
+        t.clear(columns=True)
+        for c in shown:
+            t.add_column(Cell(c.label, widths[c.key], c.right), key=c.key, width=widths[c.key])
+        for r, x in zip(self.rows, cells):
+            ok = r["feasible"] and r["days"] is not None and not r.get("failure_kind")
+            t.add_row(*[Cell(x[c.key], widths[c.key], c.right, "" if ok else "dim") for c in shown],
+                      key=r["trial_id"])
+        if self.rows and cursor:
+            t.move_cursor(row=min(cursor, len(self.rows) - 1))
+
+    def filters_model(self) -> bool:
+        v = self.query_one("#f-model", Select).value
+        return v is not Select.NULL and v is not None
+
+    def on_resize(self) -> None:
+        t = self.query_one("#results", DataTable)
+        if self.rows and t.size.width and t.size.width - 1 != self._room:
+            self._lay_out()
+            self._show_run(t.cursor_row)
+
     def _show_run(self, index: int | None) -> None:
         box = self.query_one("#results-run", Static)
+        words = self.query_one("#results-words", Static)
         if index is None or not 0 <= index < len(self.rows):
             box.update("")
+            words.update(content(f"[dim]{fmt.esc(glossary.SETTING_LEGEND)}[/]"))
             return
         box.update(content(run_text(self.rows[index])))
+        words.update(content(words_text(self.rows[index])))
 
     @on(DataTable.RowHighlighted, "#results")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
