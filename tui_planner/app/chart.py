@@ -2,7 +2,9 @@
 
 Both axes are logarithmic (costs run from a few thousand dollars to a quarter million, days from a few
 to hundreds). Pareto-optimal options are diamonds, the rest dots; the budget is a vertical line, the
-deadline a horizontal one. `render` is a plain function of its inputs, so tests check the picture.
+deadline a horizontal one. The selected point, the verdict's pick and the Pareto points are labelled where
+a label has room (in that order, never over another point or label). `render` is a plain function of its
+inputs, so tests check the picture; `legend` names only what the picture draws.
 """
 
 from __future__ import annotations
@@ -22,6 +24,25 @@ class Point:
     label: str
     pareto: bool
     fits: bool  # within budget and deadline
+    pick: bool = False  # the option the verdict buys
+
+
+def legend(points: list[Point], budget: float | None = None, deadline: float | None = None) -> list[tuple[str, str, str]]:
+    """(glyph, style, words) for each kind of mark `render` draws for these inputs, and nothing else."""
+    out = []
+    if any(p.pareto for p in points):
+        out.append(("◆", "bold green", "Pareto"))
+    if any(p.fits and not p.pareto for p in points):
+        out.append(("●", "", "fits"))
+    if any(not p.fits and not p.pareto for p in points):
+        out.append(("○", "dim", "over budget/late"))
+    if any(p.pick for p in points):
+        out.append(("▸", "bold", "pick"))
+    if points and budget:
+        out.append(("│", "yellow", "budget"))
+    if points and deadline:
+        out.append(("─", "yellow", "deadline"))
+    return out
 
 
 def _nice_ticks(lo: float, hi: float) -> list[float]:
@@ -81,6 +102,30 @@ def render(points: list[Point], width: int, height: int, budget: float | None = 
         if i == selected:
             style += " reverse"
         cells[row(p.y)][col(p.x)] = (glyph, style.strip())
+
+    # Labels: the selected point's, the pick's, then the Pareto points' (cheapest first), each to the right
+    # of its point, else to its left, only over empty cells or lines, and never touching another label.
+    taken = [[glyph not in (" ", "─", "│", "┼") for glyph, _ in line] for line in cells]
+    wanted = ([selected] if selected is not None and 0 <= selected < len(points) else []) + \
+        [i for i, p in enumerate(points) if p.pick] + sorted((i for i, p in enumerate(points) if p.pareto),
+                                                            key=lambda i: points[i].x)
+    done: set[int] = set()
+    for i in wanted:
+        if i in done:
+            continue
+        done.add(i)
+        p = points[i]
+        text = ("▸" if p.pick else "") + p.label
+        r, c = row(p.y), col(p.x)
+        for start in (c + 2, c - 1 - len(text)):
+            span = range(start - 1, start + len(text) + 1)
+            if start < 0 or start + len(text) > plot_w or any(0 <= x < plot_w and taken[r][x] for x in span):
+                continue
+            style = "bold reverse" if i == selected else "bold" if p.pick else "green" if p.pareto else ""
+            for k, ch in enumerate(text):
+                cells[r][start + k] = (ch, style)
+                taken[r][start + k] = True
+            break
 
     y_ticks = {row(v): _days(v) for v in _nice_ticks(y_lo, y_hi)}
     out = Text(no_wrap=True, overflow="crop")
