@@ -66,3 +66,26 @@ def test_unchecked_boxes_look_unchecked(db):
             assert _box(str(retry.render())) == "X"
 
     asyncio.run(go())
+
+
+def test_the_benchmark_screen_draws_nothing_while_idle(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("3")
+            screen = app.screen
+            for _ in range(400):
+                await pilot.pause(0.05)
+                if screen.machine is not None:
+                    break
+            await pilot.pause(0.5)
+            frames = []
+            display = app._display
+            app._display = lambda s, renderable: (frames.append(renderable) if renderable is not None else None,
+                                                   display(s, renderable))[1]
+            await pilot.pause(1.5)  # nothing runs: nothing may change on screen
+            app._display = display
+            assert not frames, f"{len(frames)} updates drawn while idle"
+
+    asyncio.run(go())

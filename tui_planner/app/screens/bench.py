@@ -28,6 +28,8 @@ from tui_planner.app.text import content
 # Where torch is missing: the bench extra, as installed from a clone (the README's set-up).
 NO_TORCH = "torch is not installed: to benchmark, install the bench extra (from a clone: pip install '.[bench]')"
 
+IDLE = "[dim]r runs the search: the model, GPUs, methods and device above[/]"
+
 STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
                "refused": "bold red", "stopped": "yellow", "unavailable": "yellow", "resumed": "dim", "queued": "dim"}
 
@@ -82,8 +84,9 @@ class BenchScreen(Screen):
             yield Check("retry failed", value=False, compact=True, id="b-retry",
                            tooltip="also run again what crashed or timed out twice (skipped on resume by default)")
         with Horizontal(id="progress-row"):
-            yield ProgressBar(id="progress", show_eta=True)
-            yield Static("", id="progress-label")
+            # Hidden until a sweep starts: an empty bar would animate (15 frames a second) with nothing running.
+            yield ProgressBar(id="progress", show_eta=True).set_styles("display: none;")
+            yield Static(content(IDLE), id="progress-label")
         yield DataTable(id="trials", cursor_type="row")
         yield RichLog(id="log", max_lines=2000, wrap=False, markup=False)
         yield Footer(compact=True, show_command_palette=False)
@@ -174,7 +177,8 @@ class BenchScreen(Screen):
         self.query_one("#trials", DataTable).clear()
         self.query_one("#log", RichLog).clear()
         bar = self.query_one("#progress", ProgressBar)
-        bar.update(total=None, progress=0)
+        bar.update(total=None, progress=0)  # animated while the sweep starts (it is running)
+        bar.display = True
         self.started_at = time.monotonic()
         self.write_cursor = store.cursor()
         self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event(), store=store)
@@ -286,6 +290,9 @@ class BenchScreen(Screen):
 
     @on(SweepDone)
     def _done(self, message: SweepDone) -> None:
+        bar = self.query_one("#progress", ProgressBar)
+        if bar.total is None:  # refused or failed before its first trial: no bar left animating
+            bar.display = False
         message.cursor.close()
         if self.write_cursor is message.cursor:
             self.write_cursor = None
