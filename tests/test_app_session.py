@@ -89,3 +89,39 @@ def test_the_benchmark_screen_draws_nothing_while_idle(db):
             assert not frames, f"{len(frames)} updates drawn while idle"
 
     asyncio.run(go())
+
+
+def burst(app, keys) -> None:
+    """Keys as a fast typist's reach the app: all queued at once, none waiting for the one before to be
+    handled (Pilot.press waits after each key)."""
+    from textual import events
+
+    for key in keys:
+        char = key if len(key) == 1 else None
+        event = events.Key(key, char)
+        event.set_sender(app)
+        app._driver.send_message(event)
+
+
+async def settled(pilot, app) -> None:
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if app.ranking is not None and app.ranking.state == app.state:
+            return
+
+
+def test_keys_typed_in_a_burst_all_land(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            burst(app, ["e", *"120k", "tab", *"60", "tab", *"4", "escape"])
+            await settled(pilot, app)
+            await pilot.press("right_square_bracket")  # a what-if key after: on the plan as typed
+            await settled(pilot, app)
+            values = {k: app.screen.query_one(f"#{k}", Input).value for k in ("budget", "deadline", "lifespan")}
+            assert values == {"budget": "130000", "deadline": "60", "lifespan": "4"}, values
+            assert (app.state.budget_usd, app.state.deadline_days, app.state.lifespan_years) == (130_000, 60, 4)
+            assert app.screen.query_one("#ranking").has_focus
+
+    asyncio.run(go())

@@ -95,6 +95,8 @@ class PlannerApp(App):
         # The stores with predictions made now, per model on a run the database has no rows of (store_for).
         self.run_stores: dict[str, Store] = {}
         self._run_stores_lock = threading.Lock()
+        self._rank_busy = False  # a ranking thread runs (rank_in_background)
+        self._rank_next: PlanState | None = None
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
 
     # --- life cycle ----------------------------------------------------------------------------------
@@ -152,7 +154,10 @@ class PlannerApp(App):
     def on_unmount(self) -> None:
         self.stop_sweep(now=True)
         self._drop_run_stores(now=True)
-        self.store.close()
+        try:
+            self.store.close()
+        except Exception:  # noqa: BLE001 - a ranking mid-query (duckdb: busy): read-only, it goes with the process
+            pass
         if self._watchdog is not None:  # we got out in time
             self._watchdog.cancel()
 
@@ -167,9 +172,42 @@ class PlannerApp(App):
             self.state = replace(self.state, **changes)
 
     def rank_in_background(self, state: PlanState) -> None:
-        self.run_worker(lambda: self._rank(state), thread=True, exclusive=True, group="rank", exit_on_error=False)
+        """Rank `state` in a thread. One ranking runs at a time: states that come while it runs (a burst of
+        typing, a held key) wait, and only the newest of them is ranked next, so a fast typist starts one
+        ranking, not one per key, and the event loop never waits on a query."""
+        self._rank_next = state
+        if not self._rank_busy:
+            self._rank_now()
+
+    def _rank_now(self) -> None:
+        state, self._rank_next = self._rank_next, None
+        if state is None:
+            return
+        self._rank_busy = True
+        self.run_worker(lambda: self._rank(state), thread=True, group="rank", exit_on_error=False)
+
+    def _ranked(self, result: Ranking | None) -> None:
+        """A ranking is done (None: it was given up): show it unless a newer state waits, then rank that."""
+        self._rank_busy = False
+        if self._rank_next is not None:
+            self._rank_now()
+            if result is None or result.state != self.state:
+                return  # replaced before it could be read: drawing it would only cost the typist
+        if result is not None:
+            self.ranking = result
 
     def _rank(self, state: PlanState) -> None:
+        result = None
+        try:
+            result = self._rank_one(state)
+        finally:
+            if not get_current_worker().is_cancelled:  # cancelled: the app is leaving
+                try:
+                    self.call_from_thread(self._ranked, result)
+                except RuntimeError:  # the app stopped meanwhile
+                    pass
+
+    def _rank_one(self, state: PlanState) -> Ranking | None:
         from engine.plan.ranking import no_data_gpus, rank
 
         cur = self.store.cursor()
@@ -177,28 +215,26 @@ class PlannerApp(App):
         try:
             presets, model = st.run_model(self.presets, state)
             ranked_on = self._store_for(cur, presets, model.id)
-            if ranked_on is None:  # a newer state is being ranked
-                return
+            if ranked_on is None:  # the app is leaving
+                return None
             on = ranked_on.cursor() if ranked_on is not cur else cur
             req = state.request(model)
             rows = rank(on, req, presets)
-            result = Ranking(state, tuple(rows), tuple(no_data_gpus(on, req, presets)), model=model, presets=presets,
-                             store=None if ranked_on is cur else ranked_on)
+            return Ranking(state, tuple(rows), tuple(no_data_gpus(on, req, presets)), model=model, presets=presets,
+                           store=None if ranked_on is cur else ranked_on)
         except PlannerError as e:
-            result = Ranking(state, error=str(e))
+            return Ranking(state, error=str(e))
         except Exception as e:  # noqa: BLE001 - e.g. a database that is not ours: say so on screen
-            result = Ranking(state, error=f"cannot rank: {type(e).__name__}: {e}")
+            return Ranking(state, error=f"cannot rank: {type(e).__name__}: {e}")
         finally:
             if on is not None and on is not cur:
                 on.close()
             cur.close()
-        if not get_current_worker().is_cancelled:
-            self.call_from_thread(setattr, self, "ranking", result)
 
     def _store_for(self, cur: Store, presets: Presets, model_id: str) -> Store | None:
         """The store to rank a model on a run on (engine.plan.ranking.store_for): the database (through `cur`)
         where it holds the model on that run, else one with predictions made now (about a second), kept per
-        model id while this database is open. None when the worker was cancelled while it waited."""
+        model id while this database is open. None when the app is leaving (its worker cancelled)."""
         from engine.plan.ranking import store_for
 
         with self._run_stores_lock:  # one prediction at a time; a state left behind meanwhile skips its own

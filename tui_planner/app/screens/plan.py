@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from textual import on
 from textual.app import ComposeResult
+from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, SelectionList, Static
@@ -68,13 +69,20 @@ def option_text(r: dict) -> str:
 
 
 class PlanScreen(WhatIfScreen):
+    # The keys that move the focus are priority bindings: the app runs them as it reads them, so the keys
+    # typed right after already go to the field they were typed for. Otherwise Textual hands each key to the
+    # widget focused when it is read, and a fast typist's "e120k" reached the table, digits switching
+    # screens. An Input still takes e, g and the other letters typed into it (they are not bound there).
     BINDINGS = [
         *WHAT_IF_BINDINGS,
-        Binding("g", "focus_gpus", "GPUs", show=False, tooltip="choose GPU types (space toggles)"),
-        Binding("e", "edit", "Edit", show=False,
+        Binding("g", "focus_gpus", "GPUs", show=False, priority=True, tooltip="choose GPU types (space toggles)"),
+        Binding("e", "edit", "Edit", show=False, priority=True,
                 tooltip="type the budget, deadline, prices… (shift+tab: the run's tokens, batch, sequence)"),
-        Binding("escape", "focus_table", "Table", show=False),
-        Binding("enter", "details", "Details", show=False, tooltip="the result behind the highlighted option"),
+        Binding("tab", "next_field(1)", "Next", show=False, priority=True, tooltip="next field"),
+        Binding("shift+tab", "next_field(-1)", "Previous", show=False, priority=True, tooltip="previous field"),
+        Binding("escape", "focus_table", "Table", show=False, priority=True, tooltip="leave a field for the table"),
+        Binding("enter", "details", "Details", show=False, priority=True,
+                tooltip="the result behind the highlighted option (in a field: apply it, back to the table)"),
         Binding("p", "prices", "Prices", show=False,
                 tooltip="every price with its date and source, stale ones marked, and how to override"),
     ]
@@ -83,6 +91,7 @@ class PlanScreen(WhatIfScreen):
         presets = self.app.presets
         self._errors: dict[str, str] = {}  # a field's text that is not a value: why (the verdict shows it)
         self._pending: dict[str, int | None] = {}  # batch / sequence typed, applied when typing pauses
+        self._applied: dict[str, str] = {}  # each field's text last applied (typed, or shown from the state)
         self._apply_timer = None
         yield Header()
         yield Static("", id="run")
@@ -138,16 +147,23 @@ class PlanScreen(WhatIfScreen):
                   "seq": "" if s.run.seq_len is None else str(s.run.seq_len)}
         for key in self._pending:  # typed, not yet applied: the box keeps what was typed
             values.pop(key, None)
+        cleared = False
         for key, text in values.items():
             box = self.query_one(f"#{key}", Input)
-            if not box.has_focus:
-                try:
-                    current = self._parse(key, box.value)
-                except PlannerError:
-                    current = None
-                if current != self._parse(key, text):
-                    with box.prevent(Input.Changed):  # only a person's typing changes the plan
-                        box.value = text
+            if box.has_focus or box.value != self._applied.get(key, box.value):
+                continue  # being typed in, or typed text whose Changed is on its way: the person's wins
+            try:
+                current = self._parse(key, box.value)
+            except PlannerError:
+                current = None
+            if current != self._parse(key, text):
+                with box.prevent(Input.Changed):  # only a person's typing changes the plan
+                    box.value = text
+                self._applied[key] = text
+                box.remove_class("-bad")
+                cleared |= self._errors.pop(key, None) is not None
+        if cleared:
+            self._show_verdict()
         model = self.query_one("#model", Select)
         if model.value != s.model:
             with model.prevent(Select.Changed):
@@ -281,19 +297,33 @@ class PlanScreen(WhatIfScreen):
 
     @on(Input.Changed)
     def _typed(self, event: Input.Changed) -> None:
-        key = event.input.id
+        if event.value != event.input.value:
+            return  # typed over since: the Changed for what the box holds now follows
+        self._apply_text(event.input)
+
+    def _commit(self) -> None:
+        """Apply the focused field's text now (leaving it by a key: what was typed counts before what the
+        next keys do)."""
+        if isinstance(self.focused, Input):
+            self._apply_text(self.focused)
+
+    def _apply_text(self, box: Input) -> None:
+        key, text = box.id, box.value
+        if self._applied.get(key) == text:
+            return  # applied already (the box was left, or its Changed came twice)
+        self._applied[key] = text
         try:
-            value = self._parse(key, event.value)
+            value = self._parse(key, text)
             if key in RUN_FIELDS and self.app.state:  # a run the model cannot have: said here, as it is typed
                 st.run_model(self.app.presets, self._with_run(self._run_state(self.app.state), key, value))
         except PlannerError as e:
-            event.input.add_class("-bad")
+            box.add_class("-bad")
             self._errors.pop(key, None)
             self._errors[key] = str(e)  # e holds what was typed: escaped where it is shown
             self._pending.pop(key, None)
             self._show_verdict()
             return
-        event.input.remove_class("-bad")
+        box.remove_class("-bad")
         if self._errors.pop(key, None) is not None:
             self._show_verdict()  # the last good plan's verdict (a new one follows if the plan changed)
         if not self.app.state:
@@ -339,8 +369,9 @@ class PlanScreen(WhatIfScreen):
 
     @on(Input.Submitted)
     def _submitted(self) -> None:
+        self._commit()
         self._apply_pending()
-        self.query_one("#ranking", DataTable).focus()
+        self._focus_now("#ranking")
 
     @on(Input.Blurred)
     def _left(self) -> None:
@@ -358,14 +389,26 @@ class PlanScreen(WhatIfScreen):
 
     # --- actions -----------------------------------------------------------------------------------
 
+    def _focus_now(self, selector: str) -> None:
+        """Move the focus before the next key is read (Widget.focus waits for the app's queue, behind the
+        keys already typed)."""
+        self.set_focus(self.query_one(selector))
+
     def action_focus_gpus(self) -> None:
-        self.query_one("#gpus", SelectionList).focus()
+        self._focus_now("#gpus")
 
     def action_edit(self) -> None:
-        self.query_one("#budget", Input).focus()
+        self._focus_now("#budget")
 
     def action_focus_table(self) -> None:
-        self.query_one("#ranking", DataTable).focus()
+        if self.focused is not None and isinstance(self.focused.parent, Select):
+            raise SkipAction()  # the model list open: escape closes it
+        self._commit()
+        self._focus_now("#ranking")
+
+    def action_next_field(self, step: int) -> None:
+        self._commit()
+        self.focus_next() if step > 0 else self.focus_previous()
 
     @on(DataTable.RowSelected, "#ranking")
     def _selected(self) -> None:
@@ -378,8 +421,13 @@ class PlanScreen(WhatIfScreen):
         self.app.push_screen(PricesScreen(today))
 
     def action_details(self) -> None:
-        options = getattr(self, "option_rows", [])
+        if isinstance(self.focused, Input):  # enter in a field: apply it, back to the table
+            self._submitted()
+            return
         t = self.query_one("#ranking", DataTable)
+        if self.focused is not t:
+            raise SkipAction()  # the model list, a GPU type: theirs
+        options = getattr(self, "option_rows", [])
         if t.cursor_row is None or not 0 <= t.cursor_row < len(options):
             return
         row = options[t.cursor_row]
