@@ -807,7 +807,7 @@ def test_a_sequence_length_ranks_another_model_on_predictions_made_for_it(db):
             assert rows and {r["source"] for r in rows} == {"predicted"} and result.store is not None
             assert "pythia-1b+b512s4096" in text(app, "#title")
             assert "of 512 x 4,096" in text(app, "#run")
-            assert app.screen.query_one("#batch", Input).placeholder == "512 seqs"  # the same tokens a step
+            assert app.screen.query_one("#batch", Input).placeholder == "(512 seqs)"  # the same tokens a step
             store = result.store
             await pilot.press("t")  # its length: no new predictions, the same store
             await ranked_on(pilot, app, "pythia-1b+b512s4096")

@@ -125,3 +125,105 @@ def test_keys_typed_in_a_burst_all_land(db):
             assert app.screen.query_one("#ranking").has_focus
 
     asyncio.run(go())
+
+
+# --- the last plan, kept between runs ----------------------------------------------------------------
+
+
+def test_the_saved_plan_reads_back_and_a_bad_file_is_ignored_with_a_note(tmp_path, monkeypatch):
+    import json
+
+    from engine.data.presets import load_presets
+    from engine.data.runs import RunFlags
+    from tui_planner.app import saved
+    from tui_planner.app import state as st
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    presets = load_presets(include_user=False)
+    assert saved.path() == tmp_path / "tui-planner" / "last-plan.json"
+    assert saved.load(presets) == ({}, None)  # no file: no note
+    plan = st.PlanState(model="pythia-410m", budget_usd=80_000, deadline_days=None, lifespan_years=3,
+                        kwh_price_usd=0.0, sources=("measured", "paper"), gpus_allowed=("a100", "h100"),
+                        price_overrides=(("h100", 25_000.0),), run=RunFlags(tokens=100e9, seq_len=4096))
+    saved.save(plan)
+    assert [p.name for p in saved.path().parent.iterdir()] == ["last-plan.json"]  # no temporary file left
+    fields, note = saved.load(presets)
+    assert note is None and fields["model"] == "pythia-410m" and fields["run"] == plan.run
+    assert saved.apply(st.PlanState(model="pythia-410m", run=plan.run), fields) == plan
+    # a field that is not valid here is left out and named; the others apply
+    data = json.loads(saved.path().read_text())
+    data.update(gpus_allowed=["h100", "h900"], budget_usd=-5, model="nope")
+    saved.path().write_text(json.dumps(data))
+    fields, note = saved.load(presets)
+    assert "gpus_allowed" not in fields and "budget_usd" not in fields and "model" not in fields
+    assert fields["sources"] == ("measured", "paper") and fields["price_overrides"] == (("h100", 25_000.0),)
+    assert "budget, gpus, model" in note
+    for text in ("{not json", "[1, 2]", json.dumps({"kind": "something else"}), "\x00\xff"):
+        saved.path().write_text(text)
+        fields, note = saved.load(presets)
+        assert fields == {} and "Ignored the saved plan" in note
+
+
+def test_the_app_reopens_on_the_last_plan_flags_win_and_r_resets(db, tmp_path, monkeypatch):
+    from tui_planner.app.screens.common import Checks
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+
+    async def first():
+        app = make_app(db, remember=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("right_square_bracket", "s", "g", "space", "escape")
+            await pilot.press("e", *["tab"] * 4, *"h100=25k", "enter")
+            await ranked(pilot, app, budget_usd=60_000, price_overrides=(("h100", 25_000.0),))
+            return app.state
+
+    left = asyncio.run(first())
+    assert (tmp_path / "tui-planner" / "last-plan.json").exists()
+    from engine.data.presets import load_presets
+
+    first_gpu = next(iter(load_presets(include_user=False).gpus))
+
+    async def second():
+        app = make_app(db, remember=True, deadline=30)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            s = app.state
+            assert (s.budget_usd, s.sources, s.price_overrides, s.gpus_allowed) == (
+                60_000, left.sources, left.price_overrides, left.gpus_allowed)
+            assert s.deadline_days == 30  # the flag wins over the saved 100
+            assert app.screen.query_one("#deadline", Input).value == "30"
+            gpus = app.screen.query_one("#gpus", Checks)
+            assert first_gpu not in gpus.selected and len(gpus.selected) == len(app.presets.gpus) - 1
+            assert "h100" in gpus.render_line(0).text and "=$25k" in gpus.render_line(0).text  # the price used
+            await pilot.press("R")
+            await ranked(pilot, app)
+            s = app.state
+            assert (s.budget_usd, s.deadline_days, s.price_overrides, s.gpus_allowed) == (50_000, 100, (), ())
+            assert len(gpus.selected) == len(app.presets.gpus) and "$27.5k" in gpus.render_line(0).text
+            assert app.screen.query_one("#prices", Input).value == ""
+
+    asyncio.run(second())
+
+
+def test_the_app_command_takes_budget_and_deadline_and_fresh_forgets(db, tmp_path, monkeypatch):
+    from tui_planner import cli
+    from tui_planner.app import saved
+    from tui_planner.app import state as st
+    from tui_planner.app.app import PlannerApp
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    saved.save(st.PlanState(model="pythia-410m", budget_usd=90_000, sources=("measured",)))
+    opened = []
+    monkeypatch.setattr(PlannerApp, "run", lambda self: opened.append(self))
+    assert cli.main(["app", "--db", str(db), "--budget", "70000", "--deadline", "45"]) == 0
+    s = opened[-1].initial
+    assert (s.model, s.budget_usd, s.deadline_days, s.sources) == ("pythia-410m", 70_000, 45, ("measured",))
+    assert cli.main(["app", "--db", str(db), "--fresh"]) == 0
+    s = opened[-1].initial
+    assert (s.model, s.budget_usd, s.sources) == ("pythia-1b", 50_000, ("measured", "predicted", "paper"))
+    saved.path().write_text("{broken")
+    assert cli.main(["app", "--db", str(db)]) == 0  # never a crash: the defaults, and a note
+    assert opened[-1].initial.budget_usd == 50_000 and "Ignored the saved plan" in opened[-1].notes[0]
+    for app in opened:
+        app.store.close()

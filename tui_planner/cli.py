@@ -83,7 +83,14 @@ def _parser() -> argparse.ArgumentParser:
                                     "ctrl+p for every action by name.")
     ap.add_argument("--model", help="model to start with: a preset id or path/to/config.json (default pythia-1b)")
     arg.add_run_flags(ap)
+    ap.add_argument("--budget", type=arg.positive(arg.MAX_USD, money=True), metavar="USD",
+                    help="the Plan screen's budget (default: the last plan's, else 50000)")
+    ap.add_argument("--deadline", type=arg.positive(arg.MAX_DAYS, "days"), metavar="DAYS",
+                    help="the Plan screen's deadline in days (default: the last plan's, else 100)")
     ap.add_argument("--light", action="store_true", help="light theme (ctrl+t switches)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="open on the defaults, not on the last plan (which is kept in "
+                         "$XDG_CONFIG_HOME/tui-planner/last-plan.json; R on the Plan screen resets it too)")
     sub.add_parser("summary", parents=[common], help="print the database at a glance",
                    description="Print what the database holds and the fastest single GPU per model.")
 
@@ -242,12 +249,19 @@ def _with_store(args: argparse.Namespace, command) -> int:
 
 
 def _app(args: argparse.Namespace) -> int:
-    from tui_planner.app import run_app
+    """The app on the last plan (tui_planner/app/saved.py), the flags given winning over it."""
+    from engine.data.paths import shipped_db
+    from engine.data.presets import load_presets
+    from tui_planner.app.app import PlannerApp
 
     flags = arg.run_flags(args)
-    extra = {} if flags.empty else {"run": flags}  # the model on your run (tui_planner/app/__init__.py)
-    return run_app(args.db, tuple(args.presets), model=getattr(args, "model", None),
-                   light=getattr(args, "light", False), **extra)
+    presets = load_presets(tuple(args.presets))
+    app = PlannerApp(presets, args.db or shipped_db(), model=getattr(args, "model", None),
+                     preset_paths=tuple(args.presets), light=getattr(args, "light", False),
+                     run=None if flags.empty else flags, budget=getattr(args, "budget", None),
+                     deadline=getattr(args, "deadline", None), remember=not getattr(args, "fresh", False))
+    app.run()
+    return app.return_code or 0
 
 
 def _default(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from tui_planner.app import state as st
 from tui_planner.app.state import PlanState, SweepHandle
 
 DARK, LIGHT = "textual-dark", "textual-light"
+SAVE_AFTER_S = 1.0  # the plan is kept once its changes pause
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,41 @@ class PlannerApp(App):
     db_path: reactive[str] = reactive("", init=False)
 
     def __init__(self, presets: Presets, db: str | Path, model: str | None = None, preset_paths: tuple[str, ...] = (),
-                 light: bool = False, today: dt.date | None = None, run: RunFlags | None = None) -> None:
+                 light: bool = False, today: dt.date | None = None, run: RunFlags | None = None,
+                 budget: float | None = None, deadline: float | None = None, remember: bool = False) -> None:
         """`model`: a preset id or the path of a Hugging Face config.json (then the app's presets hold the
-        model read from it); `run`: the command line's run flags. Raises PlannerError for either."""
+        model read from it); `run`: the command line's run flags; `budget`, `deadline`: the command line's.
+        `remember`: open on the last plan (app/saved.py; the flags given win over it) and keep this one.
+        Raises PlannerError for a model or run given that cannot be."""
         from engine.data.runs import is_config_path, model_for
 
         super().__init__()
+        self.remember = remember
+        self.notes: list[str] = []  # said once the app is up (plain text)
+        saved: dict[str, Any] = {}
+        if remember:
+            from tui_planner.app import saved as saved_plan
+
+            saved, note = saved_plan.load(presets)
+            if note:
+                self.notes.append(note)
+        same_model = model is None or model == saved.get("model")
+        if model is None and saved.get("model_config"):  # a config.json's model, read again
+            model = self._saved_config(presets, saved["model_config"])
+            same_model = model is not None
+        self.model_config: str | None = None  # the config.json the model was read from (saved with the plan)
         if model and is_config_path(model):
             presets, read = model_for(presets, model)  # the config's model on its own run, under its id
+            self.model_config = str(Path(model).expanduser().resolve())
             model = read.id
-        first = model or ("pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models)))
+        self.default_model = "pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models))
+        first = model or saved.get("model") or self.default_model
         presets.model(first)
+        if run is None and same_model and saved.get("run") is not None:  # the saved run, for the saved model
+            try:
+                run = st.plain_run(presets, first, saved["run"])
+            except PlannerError as e:
+                self.notes.append(f"The saved plan's run did not apply here: {e}")
         flags = st.plain_run(presets, first, run)  # a run the model cannot have: said before the app opens
         self.presets = presets
         self.preset_paths = tuple(preset_paths)
@@ -92,12 +117,30 @@ class PlannerApp(App):
         self.theme = LIGHT if light else DARK
         # today: when prices turn stale (tests fix it)
         self.initial = PlanState(model=first, today=today, run=flags)
+        if saved:
+            from tui_planner.app import saved as saved_plan
+
+            self.initial = saved_plan.apply(self.initial, saved)
+        flagged = {k: v for k, v in (("budget_usd", budget), ("deadline_days", deadline)) if v is not None}
+        self.initial = replace(self.initial, **flagged)  # the command line wins
+        self._save_timer = None
         # The stores with predictions made now, per model on a run the database has no rows of (store_for).
         self.run_stores: dict[str, Store] = {}
         self._run_stores_lock = threading.Lock()
         self._rank_busy = False  # a ranking thread runs (rank_in_background)
         self._rank_next: PlanState | None = None
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
+
+    def _saved_config(self, presets: Presets, config: str) -> str | None:
+        """The saved plan's config.json, if it is still one the model can be read from."""
+        from engine.data.runs import model_for
+
+        try:
+            model_for(presets, config)
+        except (PlannerError, OSError) as e:
+            self.notes.append(f"The saved plan's model did not apply here: {e}")
+            return None
+        return config
 
     # --- life cycle ----------------------------------------------------------------------------------
 
@@ -122,6 +165,9 @@ class PlannerApp(App):
 
         self._loop_running = asyncio.get_running_loop()
         self.state = self.initial
+        for note in self.notes:
+            self.notify(fmt.visible(note, newlines=True), title="Saved plan", severity="warning", timeout=8,
+                        markup=False)
 
     def _stop_from_thread(self) -> None:
         """The watchdog thread asks the event loop (if it still turns) to stop the sweep and leave."""
@@ -152,6 +198,7 @@ class PlannerApp(App):
         self.exit()
 
     def on_unmount(self) -> None:
+        self.save_plan()
         self.stop_sweep(now=True)
         self._drop_run_stores(now=True)
         try:
@@ -166,6 +213,31 @@ class PlannerApp(App):
     def watch_state(self, state: PlanState | None) -> None:
         if state is not None:
             self.rank_in_background(state)
+            if self.remember:  # kept when the changes pause (and on leaving)
+                if self._save_timer is not None:
+                    self._save_timer.stop()
+                self._save_timer = self.set_timer(SAVE_AFTER_S, self.save_plan)
+
+    def save_plan(self) -> None:
+        """Keep the plan for the next start (app/saved.py); said once if the config folder cannot be written."""
+        if not self.remember or self.state is None:
+            return
+        from tui_planner.app import saved as saved_plan
+
+        config = self.model_config if self.state.model == self.initial.model else None
+        try:
+            saved_plan.save(self.state, config)
+        except OSError as e:
+            if not getattr(self, "_save_failed", False):
+                self._save_failed = True
+                self.notify(fmt.visible(f"Cannot keep the plan for next time: {e}", newlines=True),
+                            severity="warning", timeout=8, markup=False)
+
+    def reset_plan(self) -> None:
+        """Back to the defaults: the default model on its own run, the default budget, deadline, sources, GPU
+        types and prices (the saved plan follows)."""
+        if self.state is not None:
+            self.state = PlanState(model=self.default_model, today=self.state.today)
 
     def update_state(self, **changes: Any) -> None:
         if self.state is not None:

@@ -14,6 +14,7 @@ from textual.actions import SkipAction
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, SelectionList, Static
+from textual.widgets.selection_list import Selection
 
 from engine.data.errors import PlannerError
 from engine.data.runs import is_image, tokens
@@ -21,7 +22,6 @@ from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, Checks, WhatIfScreen
 from tui_planner.app.text import content
-from tui_planner.views import SHORT
 
 
 SOURCE_SHORT = {"measured": "meas", "predicted": "pred", "paper-table1": "T1", "paper-table4": "T4"}
@@ -35,6 +35,33 @@ APPLY_AFTER_S = 0.6
 TOKEN_KEYS = "t/T: tokens x2 /2"
 FIELDS = {"budget": "budget_usd", "deadline": "deadline_days", "lifespan": "lifespan_years", "kwh": "kwh_price_usd",
           "prices": "price_overrides"}
+
+
+def price_used(g, s: st.PlanState) -> tuple[float | None, bool]:
+    """The price per GPU the ranking uses for `g` (engine/plan/ranking.py): your override, else the paper's
+    own in its view, else the preset's; and whether it is yours."""
+    overrides = dict(s.price_overrides)
+    if g.id in overrides:
+        return overrides[g.id], True
+    p = (g.paper_price or g.price) if s.sources == ("paper",) else g.price
+    return (p.usd if p else None), False
+
+
+def money_short(usd: float | None) -> str:
+    """$750, $6,956, $27.5k, $1.2m: a price in at most six characters."""
+    if usd is None:
+        return "—"
+    if usd < 10_000:
+        return f"${usd:,.0f}"
+    if usd < 1e6:
+        return f"${usd / 1e3:.3g}k"
+    return f"${usd / 1e6:.3g}m"
+
+
+def gpu_prompt(g, s: st.PlanState):
+    """A GPU type in the list: its id and the price per GPU used now ("=" marks yours, as typed in Prices)."""
+    usd, yours = price_used(g, s)
+    return fmt.text(f"{g.id:<11}{('=' if yours else '') + money_short(usd):>7}")
 
 
 def option_mark(r: dict) -> str:
@@ -85,7 +112,12 @@ class PlanScreen(WhatIfScreen):
                 tooltip="the result behind the highlighted option (in a field: apply it, back to the table)"),
         Binding("p", "prices", "Prices", show=False,
                 tooltip="every price with its date and source, stale ones marked, and how to override"),
+        Binding("R", "reset", "Reset", show=False,
+                tooltip="reset the plan to the defaults (model, run, budget, deadline, sources, GPUs, prices)"),
     ]
+    DEFAULT_CSS = """
+    PlanScreen #form Input > .input--placeholder { text-style: italic; }
+    """
 
     def compose(self) -> ComposeResult:
         presets = self.app.presets
@@ -105,19 +137,26 @@ class PlanScreen(WhatIfScreen):
                     with Horizontal(classes="field"):
                         yield Label(label, classes="name")
                         yield Input(compact=True, id=key, select_on_focus=True)
+                # Labels shorter than their column, so a value never runs into its label; a placeholder says
+                # in brackets what an empty field stands for, so it never reads as a value typed.
                 kwh = presets.electricity
-                for key, label, tip in (("budget", "Budget $", "e.g. 50000, 50k"),
-                                        ("deadline", "Deadline d", "days; empty: none"),
-                                        ("lifespan", "Lifespan y", "years to amortise"),
-                                        ("kwh", "$/kWh", f"{kwh.usd_per_kwh:g} (p)" if kwh else "0: none"),
-                                        ("prices", "Prices", "h100=25000 …")):
+                for key, label, tip, help_ in (
+                        ("budget", "Budget $", "(e.g. 50k)", "the budget for the hardware, in USD (50000, 50k)"),
+                        ("deadline", "Deadline", "(days; none)", "days; empty: no deadline"),
+                        ("lifespan", "Lifespan", "(years)", "years to amortise the hardware over"),
+                        ("kwh", "$/kWh", f"(preset {kwh.usd_per_kwh:g})" if kwh else "(none)",
+                         "the electricity price; empty: the preset's dated one (p lists it), 0: no energy cost"),
+                        ("prices", "Prices $", "(none: id=usd)",
+                         "your prices: GPU (per GPU) or system, e.g. h100=25000 ws4=12k; the GPU list shows each "
+                         "price used")):
                     with Horizontal(classes="field"):
                         yield Label(label, classes="name")
-                        yield Input(placeholder=tip, compact=True, id=key, select_on_focus=True)
+                        yield Input(placeholder=tip, compact=True, id=key, select_on_focus=True, tooltip=help_)
                 yield Label("", id="sources")
-                yield Label("GPUs [dim](g, space)[/]")
-                yield Checks(*[(fmt.text(f"{g.id:<11} {SHORT.get(g.form_factor, g.form_factor or '')}"), g.id, True)
-                                      for g in presets.gpus.values()], compact=True, id="gpus")
+                yield Label("GPUs [dim](g, space)[/]  [dim]price[/]")
+                state = self.app.initial
+                yield Checks(*[Selection(gpu_prompt(g, state), g.id, True, id=g.id) for g in presets.gpus.values()],
+                             compact=True, id="gpus")
             with Vertical(id="right"):
                 yield Static("", id="title")
                 yield DataTable(id="ranking", cursor_type="row", zebra_stripes=False, cell_padding=0)
@@ -164,12 +203,28 @@ class PlanScreen(WhatIfScreen):
                 cleared |= self._errors.pop(key, None) is not None
         if cleared:
             self._show_verdict()
+        self._show_gpus(s)
         model = self.query_one("#model", Select)
         if model.value != s.model:
             with model.prevent(Select.Changed):
                 model.value = s.model
         self.query_one("#sources", Label).update(f"Sources [b]{st.sources_label(s.sources)}[/] [dim](s)[/]")
         self._show_run(s)
+
+    def _show_gpus(self, s: st.PlanState) -> None:
+        """The GPU list: the types the plan allows checked, each with the price the ranking uses."""
+        gpus = self.query_one("#gpus", Checks)
+        want = set(s.gpus_allowed) or set(self.app.presets.gpus)
+        if set(gpus.selected) != want:
+            with gpus.prevent(SelectionList.SelectedChanged):
+                gpus.deselect_all()
+                for g in want:
+                    gpus.select(g)
+        prices = (s.price_overrides, s.sources == ("paper",))
+        if getattr(self, "_gpu_prices", None) != prices:
+            self._gpu_prices = prices
+            for g in self.app.presets.gpus.values():
+                gpus.replace_option_prompt(g.id, gpu_prompt(g, s))
 
     def _show_run(self, s: st.PlanState) -> None:
         """The run line under the header (what every figure on the screen is for) and, in each empty run
@@ -181,11 +236,11 @@ class PlanScreen(WhatIfScreen):
             box.update(content(f"[b]Run[/b] [b red]{fmt.esc(e)}[/]"))
             return
         image = is_image(on_run)
-        own = {"tokens": "(image model)" if image else st.tokens_short(float(tokens(on_run))),
+        own = {"tokens": "image model" if image else st.tokens_short(float(tokens(on_run))),
                "batch": f"{on_run.training.batch_size} {'images' if image else 'seqs'}",
-               "seq": "(image model)" if image else f"{on_run.seq_len}"}
+               "seq": "image model" if image else f"{on_run.seq_len}"}
         for key, text in own.items():
-            self.query_one(f"#{key}", Input).placeholder = text
+            self.query_one(f"#{key}", Input).placeholder = f"({text})"  # in brackets: not a value typed
         result = self.app.ranking
         words = st.run_line(on_run)
         line = f"[b]Run[/b] {fmt.esc(words)}"
@@ -413,6 +468,11 @@ class PlanScreen(WhatIfScreen):
     @on(DataTable.RowSelected, "#ranking")
     def _selected(self) -> None:
         self.action_details()
+
+    def action_reset(self) -> None:
+        self.app.reset_plan()
+        self.notify("The plan is back to the defaults (the last plan is kept for the next start from now on)",
+                    title="Reset", timeout=4)
 
     def action_prices(self) -> None:
         from tui_planner.app.screens.dialogs import PricesScreen
