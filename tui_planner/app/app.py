@@ -25,10 +25,7 @@ from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets
 from engine.data.runs import RunFlags
 from engine.data.store import Store
-from tui_planner.app.screens.bench import BenchScreen
-from tui_planner.app.screens.chart import ChartScreen
 from tui_planner.app.screens.plan import PlanScreen
-from tui_planner.app.screens.results import ResultsScreen
 from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.state import PlanState, SweepHandle
@@ -52,10 +49,28 @@ class Ranking:
     store: Store | None = None  # compared (by identity): a ranking on a store made anew replaces the old one
 
 
+def _cancelled() -> bool:
+    """Whether the worker running this is cancelled (the app is leaving); False outside a worker."""
+    from textual.worker import NoActiveWorker
+
+    try:
+        return get_current_worker().is_cancelled
+    except NoActiveWorker:
+        return False
+
+
+def _screen(module: str, name: str) -> Screen:
+    import importlib
+
+    return getattr(importlib.import_module(f"tui_planner.app.screens.{module}"), name)()
+
+
 class PlannerApp(App):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "tui-planner"
-    MODES = {"plan": PlanScreen, "chart": ChartScreen, "bench": BenchScreen, "results": ResultsScreen}
+    # The screens not shown first are imported when first opened (start-up: scripts/cold_start.py).
+    MODES = {"plan": PlanScreen, "chart": lambda: _screen("chart", "ChartScreen"),
+             "bench": lambda: _screen("bench", "BenchScreen"), "results": lambda: _screen("results", "ResultsScreen")}
     DEFAULT_MODE = "plan"
     BINDINGS = [
         Binding("1", "switch_mode('plan')", "Plan", tooltip="what to buy, what-if by keyboard"),
@@ -129,6 +144,7 @@ class PlannerApp(App):
         self._run_stores_lock = threading.Lock()
         self._rank_busy = False  # a ranking thread runs (rank_in_background)
         self._rank_next: PlanState | None = None
+        self._first_ranking: tuple[PlanState, Any] | None = None  # (state, Future): _rank_first
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
 
     def _saved_config(self, presets: Presets, config: str) -> str | None:
@@ -154,11 +170,28 @@ class PlannerApp(App):
         if threading.current_thread() is threading.main_thread():
             guard = ExitGuard(self._stop_from_thread, lambda: self.sweep)
             guard.install()
+        self._rank_first()
         try:
             return super().run(*args, **kwargs)
         finally:
             if guard is not None:
                 guard.uninstall()
+
+    def _rank_first(self) -> None:
+        """Rank the first state in a thread now, while Textual starts and draws the screen (start-up:
+        scripts/cold_start.py); rank_in_background takes the result when the state is that one."""
+        from concurrent.futures import Future
+
+        state, future = self.initial, Future()
+
+        def first() -> None:
+            try:
+                future.set_result(self._rank_one(state))
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on it
+                future.set_exception(e)
+
+        self._first_ranking = (state, future)
+        threading.Thread(target=first, name="tui-planner-first-ranking", daemon=True).start()
 
     def on_mount(self) -> None:
         import asyncio
@@ -256,6 +289,10 @@ class PlannerApp(App):
         if state is None:
             return
         self._rank_busy = True
+        first, self._first_ranking = self._first_ranking, None
+        if first is not None and first[0] == state:  # being ranked since run() began: wait for that one
+            self.run_worker(lambda: self._rank(state, first[1]), thread=True, group="rank", exit_on_error=False)
+            return
         self.run_worker(lambda: self._rank(state), thread=True, group="rank", exit_on_error=False)
 
     def _ranked(self, result: Ranking | None) -> None:
@@ -268,10 +305,10 @@ class PlannerApp(App):
         if result is not None:
             self.ranking = result
 
-    def _rank(self, state: PlanState) -> None:
+    def _rank(self, state: PlanState, started: Any = None) -> None:
         result = None
         try:
-            result = self._rank_one(state)
+            result = started.result() if started is not None else self._rank_one(state)
         finally:
             if not get_current_worker().is_cancelled:  # cancelled: the app is leaving
                 try:
@@ -312,7 +349,7 @@ class PlannerApp(App):
         with self._run_stores_lock:  # one prediction at a time; a state left behind meanwhile skips its own
             if model_id in self.run_stores:
                 return self.run_stores[model_id]
-            if get_current_worker().is_cancelled:
+            if _cancelled():
                 return None
             store = store_for(cur, presets, model_id)
             if store is not cur:

@@ -155,6 +155,7 @@ class PlanScreen(WhatIfScreen):
                 yield Label("", id="sources")
                 yield Label("GPUs [dim](g, space)[/]  [dim]price[/]")
                 state = self.app.initial
+                self._gpu_prices = (state.price_overrides, state.sources == ("paper",))  # the prompts' prices
                 yield Checks(*[Selection(gpu_prompt(g, state), g.id, True, id=g.id) for g in presets.gpus.values()],
                              compact=True, id="gpus")
             with Vertical(id="right"):
