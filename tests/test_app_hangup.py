@@ -109,3 +109,31 @@ def test_killing_the_terminal_at_any_moment_leaves_no_process_slow(tmp_path):
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
     assert not left, f"{len(left)} of {len(runs)} runs left a process after {GONE_AFTER_S:.0f} s: {left}"
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_quitting_says_nothing_after_the_app(tmp_path):
+    """q leaves the terminal as it was: status 0 and nothing printed after the app (a thread that outlived
+    it once kept DuckDB's objects alive until the interpreter was torn down, and duckdb printed its leaks)."""
+    from engine.data.paths import shipped_db
+
+    sock = f"tp-quit-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    tmux = ["tmux", "-L", sock]
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    cmd = f"{sys.executable} -m tui_planner app --db {shipped_db()}; echo EXIT=$?; sleep 60"
+    subprocess.run([*tmux, "new-session", "-d", "-s", "q", "-x", "80", "-y", "24", "-c", str(ROOT), cmd],
+                   check=True, env=env)
+    try:
+        def shown() -> str:
+            return subprocess.run([*tmux, "capture-pane", "-p", "-t", "q"], capture_output=True, text=True).stdout
+
+        end = time.monotonic() + 30
+        while time.monotonic() < end and "Buy" not in shown():
+            time.sleep(0.2)
+        subprocess.run([*tmux, "send-keys", "-t", "q", "q"], check=True)
+        while time.monotonic() < end and "EXIT=" not in shown():
+            time.sleep(0.2)
+        lines = [line for line in shown().splitlines() if line.strip()]
+        assert lines and lines[-1] == "EXIT=0" and len(lines) == 1, lines
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)

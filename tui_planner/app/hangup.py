@@ -80,6 +80,10 @@ class ExitGuard:
                 signal.signal(sig, previous)
             except (TypeError, ValueError):
                 pass
+        if not self.signalled.is_set():  # let the watchdog return: a thread left waiting would keep the app
+            self.signalled.set()          # (and its DuckDB objects) alive until the interpreter is torn down
+            self._thread.join(1.0)
+        self._stop_soft = self._sweep = lambda: None
 
     def _handler(self, signum: int, frame: Any) -> None:
         # Runs in the main thread between two bytecodes, wherever it was (the event loop, or a write that
