@@ -1,4 +1,5 @@
-"""The terminal goes away (a killed tmux session, a dropped SSH connection): the app leaves no process.
+"""The terminal goes away (a killed tmux session, a dropped SSH connection) or SIGTERM comes: the app leaves
+no process, and a sweep it was running leaves its database whole.
 
 SLOW (about a minute on 2 cores: 40 real app starts, one at a time): the real console command in a detached tmux session
 at 80x24, killed at a random moment of its start on each screen, as the issue tried it. Each run is found by
@@ -39,6 +40,13 @@ def _marked(marker: str) -> list[int]:
         if marker.encode() in cmd or f"{MARK}={marker}".encode() in env:
             found.append(int(proc.name))
     return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -137,3 +145,66 @@ def test_quitting_says_nothing_after_the_app(tmp_path):
         assert lines and lines[-1] == "EXIT=0" and len(lines) == 1, lines
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+CHILD = r"""
+import sys
+from textual.widgets import Input, Select
+from engine.data.presets import load_presets
+from tui_planner.app.app import PlannerApp
+
+fixture, out, tiny = sys.argv[1:4]
+app = PlannerApp(load_presets(include_user=False, extra=(tiny,)), fixture, preset_paths=(tiny,))
+
+async def auto(pilot):
+    await pilot.press("3")
+    screen = app.screen
+    for _ in range(600):
+        await pilot.pause(0.05)
+        if screen.machine is not None:
+            break
+    screen.query_one("#b-model", Select).value = "tiny-neox"
+    screen.query_one("#b-device", Select).value = "cpu"
+    screen.query_one("#b-db", Input).value = out
+    await pilot.press("escape", "r")
+    while True:
+        await pilot.pause(1)
+
+app.run(headless=True, auto_pilot=auto)  # PlannerApp.run: the signal handlers and the watchdog thread
+"""
+
+
+def test_sigterm_during_a_sweep_stops_its_trial_and_keeps_the_database(tmp_path):
+    """SIGTERM (or SIGHUP) while a trial runs: the trial's processes go, the app leaves, and the database
+    the sweep was writing opens with its run recorded."""
+    from conftest import TINY
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
+
+    tag = uuid.uuid4().hex[:12]
+    out = tmp_path / "sweep.duckdb"
+    env = {**os.environ, MARK: tag, "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data")}
+    app = subprocess.Popen([sys.executable, "-c", CHILD, str(shipped_db()), str(out), TINY], cwd=ROOT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + 240  # a loaded 2-core machine: the app, then torchrun and its trial
+        trials: list[int] = []
+        while time.monotonic() < end and not trials and app.poll() is None:
+            time.sleep(0.2)
+            trials = [p for p in _marked(tag) if "engine.bench.trial" in _cmdline(p)]
+        assert trials, f"no trial started: {app.poll()} {app.stderr.read().decode()[-2000:] if app.poll() else ''}"
+        app.send_signal(15)
+        app.wait(timeout=30)  # the sweep kills its trial (SIGTERM, then SIGKILL after 5 s) and the app leaves
+        time.sleep(1)
+        assert not _marked(tag), "processes left behind"
+        with Store.open(out, read_only=True) as s:
+            assert s.runs()[0]["status"] in ("stopped", "done")
+    finally:
+        if app.poll() is None:
+            app.kill()
+        for pid in _marked(tag):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
