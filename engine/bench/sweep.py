@@ -516,7 +516,12 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
         return None
     to_run = [s for s in specs if s.key not in done and s.key not in given_up]
     if to_run and guide.predictions:
-        wanted = {s.methods.label for s in specs}
+        # Stored once, before the first measurement: a resumed sweep keeps the prediction it started from.
+        keys = {s.methods.label: f"{req.model}|{gpu}|{req.num_gpus * req.num_nodes}|1|{s.methods.label}|predicted"
+                for s in specs}
+        have = {r["key"] for r in store.query("SELECT key FROM trials WHERE source = 'predicted' AND key IN "
+                                              "(SELECT unnest(?))", [list(keys.values())])}
+        wanted = {label for label, key in keys.items() if key not in have}
         write_predictions(store, [p for p in guide.predictions if p.label in wanted], presets,
                           command=f"predicted before measuring (guided search of bench --model "
                                   f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus})")
