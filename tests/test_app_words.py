@@ -106,6 +106,24 @@ def test_results_command_keeps_the_gpu_count_at_80_columns_and_says_what_its_col
     assert "FL free-lunch" in out and "micro-batch x accumulation" in out and "T1/T4 the paper's" in out
 
 
+def test_results_command_shows_a_predictions_band_and_keeps_it_in_json_only_where_one_has_it(db, capsys, monkeypatch):
+    import json
+
+    from tui_planner import cli
+
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ["results", "--db", str(db), "--model", "pythia-1b", "--gpu", "h100"]
+    assert cli.main([*args, "--source", "predicted"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\bband\b", out.splitlines()[2])
+    assert re.search(r"\s\d+(\.\d)?-\d+(\.\d)?\s", next(l for l in out.splitlines() if l.startswith(" pythia-1b ")))
+    assert cli.main([*args, "--source", "paper-*"]) == 0
+    assert not re.search(r"\bband\b", capsys.readouterr().out.splitlines()[2])  # no row has one: no column
+    assert cli.main([*args, "--source", "predicted", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["days_low"] < r["days"] < r["days_high"] for r in rows)
+
+
 # --- item 7: columns that share the width ---------------------------------------------------------------
 
 
@@ -232,6 +250,25 @@ def test_an_option_with_no_trial_opens_a_dialog_that_says_why_it_is_not_ranked(d
             app.push_screen(screen)
             body = await detail_loaded(pilot, app)
             assert "not ranked" in body and "faster than the GPU's peak" in body and "140%!!" in body
+
+    asyncio.run(go())
+
+
+def test_enter_on_a_plan_option_with_no_trial_opens_a_dialog_saying_why_it_is_not_ranked(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("s")  # measured and the paper: the paper's refused and implausible rows show
+            await ranked(pilot, app, sources=("measured", "paper"))
+            screen = app.screen
+            index = next(i for i, r in enumerate(screen.option_rows) if not r.get("trial_id"))
+            row = screen.option_rows[index]
+            screen.query_one("#ranking", DataTable).move_cursor(row=index)
+            await pilot.press("enter")
+            body = await detail_loaded(pilot, app)
+            assert isinstance(app.screen, OptionDetail)
+            assert "not ranked" in body and row["gpu"] in body
 
     asyncio.run(go())
 

@@ -491,10 +491,10 @@ class PlanScreen(WhatIfScreen):
         options = getattr(self, "option_rows", [])
         if t.cursor_row is None or not 0 <= t.cursor_row < len(options):
             return
-        row = options[t.cursor_row]
-        if row.get("trial_id"):
-            from tui_planner.app.screens.dialogs import TrialDetail
+        from tui_planner.app.screens.dialogs import option_detail
 
-            result = self.app.ranking  # the trial is in the store it was ranked on; its export is for this run
-            self.app.push_screen(TrialDetail(row["trial_id"], store=result.store if result else None,
-                                             presets=result.presets if result else None))
+        # Every row opens something: its trial (in the store it was ranked on, its export for this run),
+        # else why it is not ranked.
+        result = self.app.ranking
+        self.app.push_screen(option_detail(options[t.cursor_row], store=result.store if result else None,
+                                           presets=result.presets if result else None))
