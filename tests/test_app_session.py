@@ -64,6 +64,13 @@ def test_unchecked_boxes_look_unchecked(db):
             retry.toggle()
             await pilot.pause(0.1)
             assert _box(str(retry.render())) == "X"
+            await pilot.press("4")
+            await pilot.pause(0.2)
+            fits = app.screen.query_one("#f-feasible", Check)
+            assert not fits.value and _box(str(fits.render())) == " "
+            fits.toggle()
+            await pilot.pause(0.1)
+            assert _box(str(fits.render())) == "X"
 
     asyncio.run(go())
 

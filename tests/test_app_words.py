@@ -74,6 +74,20 @@ def test_help_opens_the_glossary_by_g_and_it_explains_the_terms_in_words(db):
     asyncio.run(go())
 
 
+def test_the_command_palette_opens_the_glossary(db):
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("ctrl+p")
+            await pilot.pause(0.2)
+            await pilot.press(*"Glossary", "enter")
+            await settle(pilot, lambda: isinstance(app.screen, GlossaryScreen))
+            assert "why it matters:" in shown(app.screen.query_one("#glossary", Static))
+
+    asyncio.run(go())
+
+
 def test_rank_legend_explains_every_abbreviation_it_prints_and_cuts_nothing_at_80_columns(db, capsys, monkeypatch):
     from tui_planner import cli
 

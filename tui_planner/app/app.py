@@ -410,6 +410,11 @@ class PlannerApp(App):
 
         self.push_screen(HelpScreen())
 
+    def action_glossary(self) -> None:
+        from tui_planner.app.screens.dialogs import GlossaryScreen
+
+        self.push_screen(GlossaryScreen())
+
     def action_open_db(self) -> None:
         from tui_planner.app.screens.dialogs import AskPath
 
@@ -454,6 +459,8 @@ class PlannerApp(App):
         yield SystemCommand("Toggle light/dark", "Switch between the light and dark theme (ctrl+t)",
                             self.action_toggle_theme)
         yield SystemCommand("Help", "Every key on every screen (?)", self.action_help)
+        yield SystemCommand("Glossary", "What FL, ckpt, ZeRO, MFU, band, Pareto… mean, and why they matter (? then g)",
+                            self.action_glossary)
         for binding in getattr(screen, "BINDINGS", []):
             if isinstance(binding, Binding) and binding.description:
                 action = binding.action

@@ -15,10 +15,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.worker import get_current_worker
-from textual.widgets import Checkbox, DataTable, Footer, Header, Select, Static
+from textual.widgets import DataTable, Footer, Header, Select, Static
 
 from tui_planner import format as fmt
 from tui_planner import glossary
+from tui_planner.app.screens.common import Check
 from tui_planner.app.text import content
 
 SORTS = (("days", "days"), ("mfu", "MFU"), ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"),
@@ -154,7 +155,7 @@ class ResultsScreen(Screen):
             yield Select([(s, s) for s in ("measured", "paper", "predicted")], prompt="source", compact=True,
                          id="f-source")
             yield Select([(label, key) for key, label in METHOD_FILTERS], prompt="method", compact=True, id="f-method")
-            yield Checkbox("fits", value=False, compact=True, id="f-feasible")
+            yield Check("fits", value=False, compact=True, id="f-feasible")
         yield DataTable(id="results", cursor_type="row", cell_padding=0)
         yield Static("", id="results-words")
         yield Static("", id="results-run")
@@ -175,10 +176,10 @@ class ResultsScreen(Screen):
             return None if v is Select.NULL else v
 
         return {"model": val("#f-model"), "gpu": val("#f-gpu"), "num_gpus": val("#f-n"), "source": val("#f-source"),
-                "method": val("#f-method"), "feasible": True if self.query_one("#f-feasible", Checkbox).value else None}
+                "method": val("#f-method"), "feasible": True if self.query_one("#f-feasible", Check).value else None}
 
     @on(Select.Changed)
-    @on(Checkbox.Changed)
+    @on(Check.Changed)
     def reload(self) -> None:
         self.load(self.filters())
 
