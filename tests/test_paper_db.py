@@ -110,8 +110,14 @@ def test_export_and_import_round_trip(tmp_path):
 
     with Store.open(shipped_db()) as shipped:
         n = export_jsonl(shipped, tmp_path / "m.jsonl")
-        q = "SELECT key, days, mfu, kernel, provenance FROM trials WHERE source = 'measured' ORDER BY key, created_at"
+        # A measured run's rows, with those its sweep decided without a launch (memory skip, cannot win).
+        q = ("SELECT key, source, days, mfu, kernel, failure_kind, provenance FROM trials WHERE run_id IN "
+             "(SELECT run_id FROM runs WHERE source = 'measured') ORDER BY key, created_at")
         before = shipped.query(q)
+        runs = ("SELECT run_id, search, wall_s, trials_run, trials_skipped FROM runs WHERE source = 'measured' "
+                "AND run_id IN (SELECT run_id FROM trials) ORDER BY 1")
+        searches = shipped.query(runs)
+    assert any(r["failure_kind"] == "cannot-win" for r in before)
     with Store.open(tmp_path / "copy.duckdb") as copy:
         assert import_jsonl(copy, tmp_path / "m.jsonl") == n == len(before)
-        assert copy.query(q) == before
+        assert copy.query(q) == before and copy.query(runs) == searches

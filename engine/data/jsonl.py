@@ -11,15 +11,18 @@ from engine.data.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial, pla
 
 
 def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
-    """Write every run with trials of `source`, each followed by its trials; returns the trial count."""
-    runs = store.query("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM trials WHERE source = ?) "
+    """Write every run of `source` that has trials, each followed by its trials; returns the trial count.
+    A measured run's trials include the rows its sweep decided without a launch ('predicted' rows: skipped
+    by the memory model, or left unrun by the guided search, with their reasons and predictions)."""
+    runs = store.query("SELECT * FROM runs WHERE source = ? AND run_id IN (SELECT run_id FROM trials) "
                        "ORDER BY started_at", [source])
     n = 0
     with open(path, "w") as f:
         for run in runs:
             f.write(json.dumps({"run": {k: plain(run[k]) for k in RUN_COLUMNS}}) + "\n")
-            for t in store.query("SELECT * FROM trials WHERE run_id = ? AND source = ? ORDER BY created_at",
-                                 [run["run_id"], source]):
+            for t in store.query("SELECT * FROM trials WHERE run_id = ? AND (source = ? OR (? = 'measured' AND "
+                                 "source = 'predicted' AND failure_kind IN ('memory', 'cannot-win'))) "
+                                 "ORDER BY created_at", [run["run_id"], source, source]):
                 f.write(json.dumps({"trial": {k: plain(t[k]) for k in TRIAL_COLUMNS}}) + "\n")
                 n += 1
     return n

@@ -54,8 +54,10 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
 
 
 def measured_cells(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, int]]:
+    """Cells with a measured time: those need no prediction (a cell whose every trial failed, a host out
+    of memory say, keeps its prediction beside the failures)."""
     return {(r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1))
-            for r in rows if r.get("source") == "measured"}
+            for r in rows if r.get("source") == "measured" and r.get("feasible") and r.get("days")}
 
 
 def write_predictions(store, preds: Sequence[Prediction], presets: Presets, command: str,
