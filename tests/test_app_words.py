@@ -168,6 +168,37 @@ def test_results_columns_share_the_width_cut_nothing_at_80_and_widen_at_120(db):
     asyncio.run(go())
 
 
+def test_plan_columns_share_the_width_cut_nothing_at_80_keep_mfu_at_60_and_widen_at_120(db):
+    from tui_planner.app import state as st
+    from tui_planner.app.screens.plan import SOURCES_ROOM, sources_line
+
+    for _, sources in st.SOURCE_CHOICES:  # the sources line fits the form, whichever is chosen
+        assert len(Static(sources_line(sources)).render().plain) <= SOURCES_ROOM, sources
+
+    def labels(table: DataTable) -> list[str]:
+        return [str(c.label).strip() for c in table.columns.values()]
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            table = app.screen.query_one("#ranking", DataTable)
+            assert labels(table) == ["", "GPUs", "in", "cost", "days", "MFU", "from"]
+            assert not any("…" in cell for row in _cells(table) for cell in row), "a cell is cut at 80 columns"
+            assert sum(c.width for c in table.columns.values()) < table.size.width  # no sideways scrolling
+            assert "(predicted)" not in shown(app.screen.query_one("#option", Static))  # the column says it
+            await pilot.resize_terminal(60, 20)
+            await settle(pilot, lambda: "from" not in labels(table))
+            assert {"GPUs", "cost", "days", "MFU"} <= set(labels(table))
+            assert sum(c.width for c in table.columns.values()) <= table.size.width - 1  # its scrollbar
+            assert "(predicted)" in shown(app.screen.query_one("#option", Static))  # the source, said below
+            await pilot.resize_terminal(*WIDE)
+            await settle(pilot, lambda: "$/run" in labels(table))
+            assert {"in", "from"} <= set(labels(table))
+
+    asyncio.run(go())
+
+
 def test_the_line_under_the_results_table_spells_out_the_highlighted_setting(db):
     async def go():
         app = make_app(db)

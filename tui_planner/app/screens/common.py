@@ -1,11 +1,15 @@
 """What the screens share: the what-if keys of the Plan and Chart screens, so a PI can step the budget, the
-deadline and the run's tokens and cycle models without typing, and see the ranking or the chart follow; and
+deadline and the run's tokens and cycle models without typing, and see the ranking or the chart follow;
 check boxes that look unchecked when they are (Textual's draw the same X either way, only its colour
-differs, which a monochrome or low-contrast terminal does not show)."""
+differs, which a monochrome or low-contrast terminal does not show); and table columns that share the width
+they get (the Plan and Results screens)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.segment import Segment
+from rich.text import Text
 from textual.binding import Binding
 from textual.content import Content
 from textual.screen import Screen
@@ -104,3 +108,51 @@ class Checks(SelectionList):
         inner = segments[1]
         segments[1] = Segment(UNCHECKED * len(inner.text), inner.style, inner.control)
         return Strip(segments, line.cell_length)
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    right: bool = False  # numbers: right-aligned
+    least: int | None = None  # may be cut down to this (with "…") when the width is short; None: never cut
+    optional: bool = False  # shown only where the width has room for it
+
+
+def layout(columns: list[Column], widths: dict[str, int], room: int) -> dict[str, int]:
+    """Each column's width (its separating space included) for `room` cells: every column its widest cell
+    where they fit; else the optional ones left out, then the cuttable ones cut down toward their least, in
+    their order (the first is the one the line under the table names in full: the Results screen's model,
+    the Plan screen's GPUs)."""
+    need = {c.key: widths[c.key] + 1 for c in columns}
+    shown = [c for c in columns if not c.optional]
+    for c in (c for c in columns if c.optional):  # in order, while they fit
+        if sum(need[x.key] for x in shown) + need[c.key] <= room:
+            shown.append(c)
+    out = {c.key: need[c.key] for c in columns if c in shown}
+    over = sum(out.values()) - room
+    for c in (c for c in shown if c.least is not None):
+        cut = max(0, min(over, out[c.key] - (c.least + 1)))
+        out[c.key] -= cut
+        over -= cut
+    return out
+
+
+def fit(text: str, width: int, right: bool = False) -> str:
+    """`text` in `width` cells, its last one a space; cut with '…' where it is longer."""
+    w = width - 1
+    if len(text) > w:
+        text = text[: max(0, w - 1)] + "…"
+    return (text.rjust(w) if right else text.ljust(w)) + " "
+
+
+class Cell(Text):
+    """A cell padded (or cut) to its column's width, its separating space included; str() is the value
+    itself, as a table's cell reads without padding."""
+
+    def __init__(self, value: str, width: int, right: bool = False, style: str = "") -> None:
+        super().__init__(fit(value, width, right), style=style, no_wrap=True, overflow="crop", end="")
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.value

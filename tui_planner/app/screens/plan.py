@@ -20,15 +20,18 @@ from engine.data.errors import PlannerError
 from engine.data.runs import is_image, tokens
 from tui_planner import format as fmt
 from tui_planner.app import state as st
-from tui_planner.app.screens.common import WHAT_IF_BINDINGS, Checks, WhatIfScreen
+from tui_planner.app.screens.common import WHAT_IF_BINDINGS, Cell, Checks, Column, WhatIfScreen, layout
+from tui_planner.glossary import SOURCE_SHORT
 from tui_planner.app.text import content
 
 
-SOURCE_SHORT = {"measured": "meas", "predicted": "pred", "paper-table1": "T1", "paper-table4": "T4"}
-# (label, key, width, right-aligned): the table has no cell padding of its own, so each width holds its
-# separating space; 50 columns in all, the right pane's width at 80x24 less the scrollbar.
-COLUMNS = (("", "mark", 4, False), ("GPUs", "gpus", 15, False), ("in", "system", 4, False),
-           ("cost", "hw", 10, True), ("days", "days", 8, True), ("MFU", "mfu", 5, True), ("from", "source", 4, False))
+# In the order shown; they share the width the table gets (laid out again on a resize): every column its
+# widest cell where they fit (50 cells at 80x24); narrower, the system and the source are left out (the line
+# under the table names the system, the verdict the source), a cost reads $39.8k and the GPUs are cut; wider,
+# each option's cost per run too. The table has no cell padding of its own: each column holds its space.
+COLUMNS = (Column("mark", ""), Column("gpus", "GPUs", least=8), Column("system", "in", optional=True),
+           Column("hw", "cost", right=True), Column("days", "days", right=True), Column("mfu", "MFU", right=True),
+           Column("source", "from", optional=True), Column("run", "$/run", right=True, optional=True))
 RUN_FIELDS = {"tokens": "Tokens", "batch": "Batch", "seq": "Seq len"}
 STEP_FIELDS = ("batch", "seq")  # another model: applied when typing pauses (predictions take a second)
 APPLY_AFTER_S = 0.6
@@ -64,6 +67,18 @@ def gpu_prompt(g, s: st.PlanState):
     return fmt.text(f"{g.id:<11}{('=' if yours else '') + money_short(usd):>7}")
 
 
+SOURCES_ROOM = 25  # the form's width less its padding and border
+
+
+def sources_line(sources: tuple[str, ...]) -> str:
+    """'Sources all (s)', as markup: the sources trusted, in the table's short words where the full ones
+    would not fit the form ('Sources meas+pred (s)')."""
+    label = st.sources_label(sources)
+    if len(f"Sources {label} (s)") > SOURCES_ROOM:
+        label = label.replace("measured", SOURCE_SHORT["measured"]).replace("predicted", SOURCE_SHORT["predicted"])
+    return f"Sources [b]{fmt.esc(label)}[/] [dim](s)[/]"
+
+
 def option_mark(r: dict) -> str:
     """'*' Pareto, '$' over budget, '?' at risk (the deadline inside its band), 'd' misses it."""
     verdict = r.get("deadline_verdict")
@@ -80,14 +95,17 @@ def days_cell(r: dict) -> str:
     return fmt.band(r.get("days_low"), r.get("days_high")) or fmt.days(r["days"])
 
 
-def option_text(r: dict) -> str:
-    """The highlighted option under the table, as markup: its system, days, cost per run and the paper's
-    figure beside; then its prices, each with its date and the start of its source (p: all of them)."""
+def option_text(r: dict, source: bool = False) -> str:
+    """The highlighted option under the table, as markup: its system, days (with where they come from when
+    `source`: the table too narrow for its column), cost per run and the paper's figure beside; then its
+    prices, each with its date and the start of its source (p: all of them)."""
     from tui_planner import views
+    from tui_planner.glossary import SOURCE_WORDS
 
     e = fmt.esc
+    src = f" ({e(SOURCE_WORDS.get(r.get('source'), r.get('source') or ''))})" if source and r.get("source") else ""
     head = f"[b]{e(r['system_name'])}[/b]: " + (
-        f"{fmt.days(r['days'])} d, {fmt.usd(r['cost_per_experiment_usd'])}/run" if r.get("days") is not None
+        f"{fmt.days(r['days'])} d{src}, {fmt.usd(r['cost_per_experiment_usd'])}/run" if r.get("days") is not None
         else e(r["status"]))
     if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
         head += f"; paper {fmt.days(r['paper_days'])} d at MFU {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
@@ -167,10 +185,9 @@ class PlanScreen(WhatIfScreen):
 
     def on_mount(self) -> None:
         t = self.query_one("#ranking", DataTable)
-        # Fixed widths: auto widths computed while rows arrive from a worker were sometimes left at the
-        # labels' widths (seen in a real terminal), cutting "8 x a6000" to "8 x".
-        for label, key, width, right in COLUMNS:
-            t.add_column(fmt.cell(self._pad(label, width, right)), key=key, width=width)
+        self.option_rows: list[dict] = []
+        self._room = 0
+        self._lay_out()  # the columns, before any ranking
         self.watch(self.app, "ranking", self.show_ranking)
         self.watch(self.app, "state", self.show_state)
         t.focus()
@@ -209,7 +226,7 @@ class PlanScreen(WhatIfScreen):
         if model.value != s.model:
             with model.prevent(Select.Changed):
                 model.value = s.model
-        self.query_one("#sources", Label).update(f"Sources [b]{st.sources_label(s.sources)}[/] [dim](s)[/]")
+        self.query_one("#sources", Label).update(sources_line(s.sources))
         self._show_run(s)
 
     def _show_gpus(self, s: st.PlanState) -> None:
@@ -251,11 +268,6 @@ class PlanScreen(WhatIfScreen):
             line += f"  [dim]{TOKEN_KEYS}[/]"
         box.update(content(line))
 
-    @staticmethod
-    def _pad(text: str, width: int, right: bool) -> str:
-        """A cell's text in its column, the separating space included (the table pads nothing itself)."""
-        return f"{text:>{width - 1}} " if right else f"{text:<{width - 1}} "[:width]
-
     def _parse(self, key: str, text: str):
         if key == "tokens":
             return st.parse_tokens(text)
@@ -286,25 +298,14 @@ class PlanScreen(WhatIfScreen):
                              + ("  [b]paper's view[/b]" if s.sources == ("paper",) else "")
                              + "  [dim]*Pareto $over ?risk dlate[/]"))
         t = self.query_one("#ranking", DataTable)
-        t.clear()
         self.option_rows = []
         self.query_one("#option", Static).update("")
         self._show_verdict(result)
+        if not result.error:
+            self.option_rows = [r for r in result.rows if r["system"] is not None]
+        self._lay_out()
         if result.error:
             return
-        self.option_rows = [r for r in result.rows if r["system"] is not None]
-        for i, r in enumerate(self.option_rows):
-            has = r["days"] is not None
-            style = "" if r["within_budget"] and has else "dim"
-            if i == 0 and r["within_budget"] and r.get("deadline_verdict") in ("met", None) and has:
-                style = "bold green"
-            cost = fmt.usd(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
-            texts = [option_mark(r), f"{r['num_gpus']}x {r['gpu']}", r["system_short"] or "", cost, days_cell(r),
-                     fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
-                     SOURCE_SHORT.get(r["source"], r["source"] or "—")]
-            cells = [self._pad(c, width, right) for c, (_, _, width, right) in zip(texts, COLUMNS)]
-            t.add_row(*[fmt.cell(f"[{style}]{fmt.esc(c)}[/]" if style else fmt.esc(c)) for c in cells],
-                      key=f"{r['gpu']}:{r['num_gpus']}")
         # The cursor starts on the option the verdict buys, so the line under the table shows its prices.
         from engine.plan.verdict import decide
 
@@ -313,6 +314,57 @@ class PlanScreen(WhatIfScreen):
         if self.option_rows:
             t.move_cursor(row=at, animate=False)
         self._show_option(at)
+
+    @staticmethod
+    def _cells(r: dict, short_cost: bool = False) -> dict[str, str]:
+        """An option's cells, as plain text (values from outside made visible; a Cell is never markup)."""
+        has = r["days"] is not None
+        money = money_short if short_cost else fmt.usd
+        run = r.get("cost_per_experiment_usd")
+        cells = {"mark": option_mark(r), "gpus": f"{r['num_gpus']}x {r['gpu']}", "system": r["system_short"] or "",
+                 "hw": money(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else ""),
+                 "days": days_cell(r), "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
+                 "source": SOURCE_SHORT.get(r["source"], r["source"] or "—"),
+                 "run": fmt.usd(run) if has and run is not None else "—"}
+        return {k: fmt.visible(v) for k, v in cells.items()}
+
+    def _lay_out(self) -> None:
+        """Fill the table with the options, its columns sized to the width it has now (again on a resize)."""
+        t = self.query_one("#ranking", DataTable)
+        cursor = t.cursor_row
+        # Before the first layout the table has no size: the right pane's share of the screen.
+        self._room = room = max(20, t.size.width - 1 if t.size.width else self.app.size.width - 29)
+        rows = self.option_rows
+
+        def widest(cells: list[dict[str, str]]) -> dict[str, int]:
+            return {c.key: max([len(c.label)] + [len(x[c.key]) for x in cells]) for c in COLUMNS}
+
+        cells = [self._cells(r) for r in rows]
+        wide = widest(cells)
+        if sum(wide[c.key] + 1 for c in COLUMNS if not c.optional) > room:  # short of room: $39.8k
+            cells = [self._cells(r, short_cost=True) for r in rows]
+            wide = widest(cells)
+        widths = layout(list(COLUMNS), wide, room)
+        shown = [c for c in COLUMNS if c.key in widths]
+        self._shown = {c.key for c in shown}
+        t.clear(columns=True)
+        for c in shown:
+            t.add_column(Cell(c.label, widths[c.key], c.right), key=c.key, width=widths[c.key])
+        for i, (r, x) in enumerate(zip(rows, cells)):
+            has = r["days"] is not None
+            style = "" if r["within_budget"] and has else "dim"
+            if i == 0 and r["within_budget"] and r.get("deadline_verdict") in ("met", None) and has:
+                style = "bold green"
+            t.add_row(*[Cell(x[c.key], widths[c.key], c.right, style) for c in shown],
+                      key=f"{r['gpu']}:{r['num_gpus']}")
+        if rows and cursor:
+            t.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+
+    def on_resize(self) -> None:
+        t = self.query_one("#ranking", DataTable)
+        if t.size.width and t.size.width - 1 != self._room:
+            self._lay_out()
+            self._show_option(t.cursor_row)
 
     def _show_verdict(self, result=None) -> None:
         """The verdict on the ranking, or why it could not be made; while a field holds text that is not a
@@ -338,7 +390,7 @@ class PlanScreen(WhatIfScreen):
         if result is None or index is None or not 0 <= index < len(options):
             box.update("")
             return
-        box.update(content(option_text(options[index])))
+        box.update(content(option_text(options[index], source="source" not in getattr(self, "_shown", ()))))
 
     @on(DataTable.RowHighlighted, "#ranking")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

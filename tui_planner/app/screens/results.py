@@ -6,9 +6,6 @@ optimizer) with the steps its days are for."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,20 +16,11 @@ from textual.widgets import DataTable, Footer, Header, Select, Static
 
 from tui_planner import format as fmt
 from tui_planner import glossary
-from tui_planner.app.screens.common import Check
+from tui_planner.app.screens.common import Cell, Check, Column, layout
 from tui_planner.app.text import content
 
 SORTS = (("days", "days"), ("mfu", "MFU"), ("model", "model"), ("gpu", "GPU"), ("num_gpus", "GPUs"),
          ("source", "source"))
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    right: bool = False  # numbers: right-aligned
-    least: int | None = None  # may be cut down to this (with "…") when the width is short; None: never cut
-    optional: bool = False  # shown only where the width has room for it
 
 
 # In the order shown. The table has no cell padding of its own: each column holds its separating space.
@@ -41,44 +29,6 @@ COLUMNS = (Column("model", "model", least=8), Column("gpu", "GPU"), Column("n", 
            Column("days", "days", right=True), Column("band", "band", right=True, optional=True),
            Column("mfu", "MFU", right=True), Column("source", "from"),
            Column("run", "run", optional=True), Column("when", "recorded", optional=True))
-
-
-def layout(columns: list[Column], widths: dict[str, int], room: int) -> dict[str, int]:
-    """Each column's width (its separating space included) for `room` cells: every column its widest cell
-    where they fit; else the optional ones left out, then the cuttable ones cut down toward their least, in
-    their order (the model first: the line under the table names the highlighted row's in full)."""
-    need = {c.key: widths[c.key] + 1 for c in columns}
-    shown = [c for c in columns if not c.optional]
-    for c in (c for c in columns if c.optional):  # in order, while they fit
-        if sum(need[x.key] for x in shown) + need[c.key] <= room:
-            shown.append(c)
-    out = {c.key: need[c.key] for c in columns if c in shown}
-    over = sum(out.values()) - room
-    for c in (c for c in shown if c.least is not None):
-        cut = min(max(0, over), out[c.key] - (c.least + 1))
-        out[c.key] -= cut
-        over -= cut
-    return out
-
-
-def fit(text: str, width: int, right: bool = False) -> str:
-    """`text` in `width` cells, its last one a space; cut with '…' where it is longer."""
-    w = width - 1
-    if len(text) > w:
-        text = text[: max(0, w - 1)] + "…"
-    return (text.rjust(w) if right else text.ljust(w)) + " "
-
-
-class Cell(Text):
-    """A cell padded (or cut) to its column's width, its separating space included; str() is the value
-    itself, as a table's cell reads without padding."""
-
-    def __init__(self, value: str, width: int, right: bool = False, style: str = "") -> None:
-        super().__init__(fit(value, width, right), style=style, no_wrap=True, overflow="crop", end="")
-        self.value = value
-
-    def __str__(self) -> str:
-        return self.value
 
 
 METHOD_FILTERS = (("naive", "naive"), ("free-lunch", "free-lunch only"), ("ckpt", "checkpointing"),
