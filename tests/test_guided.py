@@ -122,6 +122,7 @@ def test_a_guided_sweep_measures_the_predicted_fastest_first_and_records_what_it
     assert not [e for e in full if isinstance(e, ev.SearchGuided)]
     with Store.open(tmp_path / "r.duckdb") as s:
         assert s.runs()[-1]["search"] == "exhaustive" and s.runs()[-1]["trials_run"] == 2
+        assert s.runs()[-2]["trials_run"] == 0 and s.runs()[-2]["trials_skipped"] == 0  # a resume decides nothing
 
 
 def test_an_older_file_gets_what_its_searches_cost(tmp_path):
@@ -172,3 +173,15 @@ def test_bench_help_teaches_the_guided_search():
     text = " ".join(p.format_help().split())
     assert "By default the search is guided" in text and "band's low end" in text
     assert p.parse_args(["--model", "m"]).exhaustive is False
+
+
+def test_results_summary_shows_each_search_and_what_it_left_unrun(capsys):
+    """The shipped database holds the guided and the exhaustive search of Pythia-1B on one H100
+    (2026-11-24): the summary says what each cost and the same winner."""
+    from tui_planner.cli import main
+
+    assert main(["results", "--summary", "--model", "pythia-1b", "--gpu", "h100", "--num-gpus", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "guided search:" in out and "1 trial run, 12 left unrun" in out
+    assert "exhaustive search:" in out and "13 trials run" in out and "in 4 parts" in out
+    assert "winner free-lunch" in out

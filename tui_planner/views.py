@@ -159,6 +159,16 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
                       "[bold red]!![/] impossible: above 100%. The paper's timer did not synchronize the GPU.")
 
 
+def _predicted(message: str | None) -> str:
+    """'predicted 49.8 days (40.1-77.4)' from a cannot-win row's message."""
+    import re
+
+    found = re.search(r"predicted ([\d.e+]+) days(?: \(([^)]*)\))?", message or "")
+    if not found:
+        return "predicted"
+    return f"predicted {found.group(1)} d" + (f", band {found.group(2)}" if found.group(2) else "")
+
+
 def _vs(days: float | None, base: float | None) -> str:
     if days is None or not base:
         return "—"
@@ -240,8 +250,15 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
         if c.dense_mask:
             notes.append(f"† {len(c.dense_mask)} timed with a dense causal mask (engine before its 2026-11-23 "
                          f"fix): today's engine runs them faster; measure again to rank them")
-        if c.not_timed:
-            notes.append("not timed: " + ", ".join(f"{x.label} ({x.failure_kind})" for x in c.not_timed))
+        unrun = [x for x in c.not_timed if x.failure_kind == "cannot-win"]
+        if c.not_timed and len(unrun) < len(c.not_timed):
+            notes.append("not timed: " + ", ".join(f"{x.label} ({x.failure_kind})" for x in c.not_timed
+                                                   if x not in unrun))
+        if unrun:
+            notes.append("left unrun by the guided search (cannot win even at its band's low end; --exhaustive "
+                         "measures them): " + ", ".join(f"{x.label} ({_predicted(x.failure_message)})" for x in unrun))
+        for search in c.searches:
+            notes.append(search.describe())
         if c.never_tried:
             notes.append("not tried: " + ", ".join(c.never_tried))
         out.extend(Padding(fmt.text(note, style="dim"), (0, 0, 0, 2)) for note in notes)

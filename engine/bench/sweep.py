@@ -382,7 +382,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             on_event(SearchGuided(tuple((s.methods.label, guide.guesses[s.methods.label].text())
                                         for s in specs if s.methods.label in guide.guesses), guide.basis))
         counts: dict[str, int] = {}
-        launched = unrun = 0  # trials that started a process; combinations decided without one
+        launched = unrun = 0  # trials that started a process; combinations this run decided without one
         out_of_time = ""
         t0 = time.monotonic()
         fits = _measured_micro_batches(store, specs)
@@ -397,7 +397,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 label = spec.methods.label
                 if spec.key in done:
                     on_event(TrialSkipped(spec.key, label, "already in the database (resumed)"))
-                    counts["resumed"] = counts.get("resumed", 0) + 1; unrun += 1
+                    counts["resumed"] = counts.get("resumed", 0) + 1
                     continue
                 if spec.key in given_up:
                     on_event(TrialSkipped(spec.key, label, f"failed twice before ({given_up[spec.key][:120]}); "

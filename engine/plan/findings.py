@@ -33,7 +33,7 @@ SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 5) AS label, days, 
        created_at, coalesce(CASE WHEN json_valid(provenance) THEN json_extract_string(provenance, '$.causal_mask') END
                 = 'dense mask', false) AS dense_mask
 FROM trials
-WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind = 'memory'))
+WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind IN ('memory', 'cannot-win')))
   AND len(string_split(key, '|')) = 6 {where}
 QUALIFY count(*) FILTER (WHERE source = 'measured') OVER (PARTITION BY model, gpu, num_gpus, num_nodes) > 0
     AND row_number() OVER (
@@ -120,6 +120,57 @@ class PaperPick:
 
 
 @dataclass(frozen=True)
+class Search:
+    """One search of a cell (a sweep and the runs that resumed it): how it chose what to measure and what it
+    cost (schema v5: engine/bench/guide.py)."""
+
+    kind: str  # guided | exhaustive | pruned (dominance only, before guidance)
+    wall_s: float | None  # summed over its parts; None when a part has no end
+    trials_run: int
+    trials_skipped: int  # decided without a launch: cannot win, dominated, the memory model
+    parts: int  # runs: a search stopped by a time limit and resumed has several
+    started_at: Any = None
+    finished: bool = True
+
+    def describe(self) -> str:
+        took = f"{self.wall_s / 60:.1f} min" if self.wall_s is not None else "time unknown"
+        parts = f" in {self.parts} parts" if self.parts > 1 else ""
+        when = f", {self.started_at:%Y-%m-%d}" if self.started_at is not None else ""
+        end = "" if self.finished else ", not finished"
+        return (f"{self.kind} search: {took}{parts}, {self.trials_run} trial{'s' if self.trials_run != 1 else ''} "
+                f"run, {self.trials_skipped} left unrun{when}{end}")
+
+
+_SEARCHES_SQL = """
+SELECT r.run_id, r.command, r.status, r.search, r.wall_s, r.trials_run, r.trials_skipped, r.started_at
+FROM runs r
+WHERE r.source = 'measured' AND r.run_id IN (
+    SELECT run_id FROM trials WHERE model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?)
+ORDER BY r.started_at NULLS FIRST
+"""
+
+
+def searches(store: Store, model: str, gpu: str, num_gpus: int, num_nodes: int = 1) -> tuple[Search, ...]:
+    """The cell's searches, oldest first: a run that ended stopped (a time limit) and the next run of the same
+    command are one search in parts."""
+    out: list[Search] = []
+    open_command = None
+    for r in store.query(_SEARCHES_SQL, [model, gpu, num_gpus, num_nodes]):
+        wall = r["wall_s"]
+        part = Search(r["search"] or "pruned", wall, int(r["trials_run"] or 0), int(r["trials_skipped"] or 0), 1,
+                      r["started_at"], r["status"] == "done")
+        if out and open_command is not None and r["command"] == open_command:
+            last = out[-1]
+            out[-1] = Search(last.kind, None if last.wall_s is None or wall is None else last.wall_s + wall,
+                             last.trials_run + part.trials_run, last.trials_skipped + part.trials_skipped,
+                             last.parts + 1, last.started_at, part.finished)
+        else:
+            out.append(part)
+        open_command = r["command"] if r["status"] in ("stopped", "interrupted") else None
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class CellFindings:
     model: str
     gpu: str
@@ -129,6 +180,7 @@ class CellFindings:
     naive: Entry | None
     paper: PaperPick | None
     never_tried: tuple[str, ...] = ()  # combinations of the search space with no row at all
+    searches: tuple[Search, ...] = ()  # how the cell was searched, and what each search cost
 
     @property
     def timed(self) -> list[Entry]:
@@ -213,6 +265,9 @@ class CellFindings:
             "best_memory_saving": entry(self.best_memory_saving), "time_saved": self.time_saved,
             "median": entry(self.median), "median_days": self.median_days, "worst": entry(self.worst),
             "naive": entry(self.naive), "not_timed": [entry(e) for e in self.not_timed],
+            "searches": [{"search": x.kind, "wall_s": x.wall_s, "trials_run": x.trials_run,
+                          "trials_skipped": x.trials_skipped, "parts": x.parts, "finished": x.finished,
+                          "started_at": x.started_at} for x in self.searches],
             "paper": None if p is None else {
                 "gpu": p.gpu, "days": p.days, "mfu": p.mfu, "plausibility": p.plausibility, "label": p.label,
                 "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
@@ -246,7 +301,7 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
         paper = next(filter(None, (_paper(store, m, c, n, nodes) for c in candidates)), None)
         seen = {e.label for e in searched}
         never = tuple(c.label for c in combinations(n * nodes) if c.label not in seen)
-        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper, never))
+        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper, never, searches(store, m, g, n, nodes)))
     return out
 
 
