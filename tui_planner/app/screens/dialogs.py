@@ -82,8 +82,7 @@ class HelpScreen(ModalScreen[None]):
                 lines.append(f"\n[b u]{fmt.esc(title)}[/]")
                 current = title
             lines.append(f"  [b]{fmt.esc(keys)}[/]{' ' * max(1, 11 - len(keys))}{fmt.esc(what)}")
-        with VerticalScroll(id="help") as box:
-            fit(box)
+        with VerticalScroll(id="help"):
             yield Static(content("\n".join(lines)))
             yield Label("[dim]g glossary · escape closes[/]")
 
@@ -100,8 +99,7 @@ class GlossaryScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,g", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help") as box:
-            fit(box)
+        with VerticalScroll(id="help"):
             yield Static(content(glossary_markup()), id="glossary")
             yield Label("[dim]↑/↓ pgup/pgdn scroll · escape closes[/]")
 
@@ -151,8 +149,7 @@ class PricesScreen(ModalScreen[None]):
             lines += ["", "[b u]Cloud[/] (on demand; the cheapest per GPU is what renting costs)"]
             lines += [line(f"{c.gpu} {c.provider}", f"${c.usd_per_gpu_hour:.2f}/GPU-h", c.date, c.source)
                       for c in presets.cloud]
-        with VerticalScroll(id="price-list") as box:
-            fit(box)
+        with VerticalScroll(id="price-list"):
             yield Static(content("\n".join(lines)))
             yield Label("[dim]escape closes[/]")
 
@@ -200,13 +197,6 @@ class AskPath(ModalScreen[str | None]):
         self.dismiss(event.value.strip() or None)
 
 
-def fit(widget: Any) -> None:
-    """A dialog box as wide as the terminal allows: 76 columns at 80, the whole width at 60, up to 110 at 120
-    (inline, so it wins over the stylesheet's fixed width)."""
-    widget.styles.width = "95%"
-    widget.styles.max_width = 110
-
-
 class TrialDetail(ModalScreen[None]):
     """A trial, read from `store` (the app's database when None: the Plan screen passes the store it ranked
     on, which holds predictions made for a run); its training settings are built and exported for the model
@@ -232,8 +222,7 @@ class TrialDetail(ModalScreen[None]):
         return self._presets if self._presets is not None else self.app.presets
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail") as box:
-            fit(box)
+        with VerticalScroll(id="detail"):
             yield Static("loading…", id="detail-body")
             yield Static("", id="detail-recipe")
             with Collapsible(title="Raw record (every stored field; enter unfolds)", id="detail-raw"):
@@ -321,8 +310,7 @@ class OptionDetail(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         from tui_planner.app import details
 
-        with VerticalScroll(id="detail") as box:
-            fit(box)
+        with VerticalScroll(id="detail"):
             yield Static(content(details.option_text(self.row)), id="detail-body")
             yield Label("[dim]escape closes[/]")
 
@@ -381,8 +369,7 @@ class CellFindings(ModalScreen[None]):
         self.cell = (model, gpu, num_gpus)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="detail") as box:
-            fit(box)
+        with VerticalScroll(id="detail"):
             yield Static("loading…", id="findings-body")
             yield Static("[dim]the paper's pick: Table 1 days with Appendix J settings · escape closes[/]",
                          id="findings-foot")
