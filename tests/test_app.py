@@ -388,7 +388,7 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             states = [str(table.get_cell_at((i, 1))) for i in range(2)]
             assert all("measured" in s for s in states), states
             assert "done" in text(app, "#progress-label")
-            days_cells = [str(table.get_cell_at((i, 3))) for i in range(2)]
+            days_cells = [str(table.get_cell_at((i, table.get_column_index("days")))) for i in range(2)]
             with Store.open(out, read_only=True) as s:
                 rows = s.trials(model="tiny-neox")
             assert len(rows) == 2 and all(r["feasible"] for r in rows)
@@ -406,9 +406,9 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
                 await pilot.pause(0.1)
                 if "done" in text(app, "#progress-label") and app.sweep.worker.is_finished:
                     break
-            assert "2 resumed" in text(app, "#progress-label")
+            assert "2 resumed" in text(app, "#search")  # the counts: on the search line
             assert all("resumed" in str(table.get_cell_at((i, 1))) for i in range(2))
-            assert sorted(str(table.get_cell_at((i, 3))) for i in range(2)) == sorted(days_cells)
+            assert sorted(str(table.get_cell_at((i, table.get_column_index("days")))) for i in range(2)) == sorted(days_cells)
             with Store.open(out, read_only=True) as s:
                 assert len(s.trials(model="tiny-neox")) == 2
             await pilot.press("v")
@@ -422,7 +422,73 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
                 if app.sweep.worker is not first and app.sweep.worker.is_finished:
                     break
             assert app.sweep.worker is not first and app.db_path != str(out)
-            assert "2 resumed" in text(app, "#progress-label")
+            assert "2 resumed" in text(app, "#search")  # the counts: on the search line
+
+    asyncio.run(go())
+
+
+def test_benchmark_screen_shows_the_guided_search_its_predictions_what_cannot_win_and_why(db):
+    """The engine's events of a guided sweep (engine/bench/sweep.py), posted to the screen as its worker
+    posts them: no GPU needed."""
+    from engine.bench import events as ev
+    from tui_planner.app.screens.bench import EngineEvent
+    from tui_planner.app.screens.common import Check
+
+    labels = ("free-lunch", "ckpt", "naive")
+    keys = tuple(f"pythia-1b|h100|1|1|{label}|measured" for label in labels)
+    why = ("cannot win: predicted 100 days (80-150) at micro-batch 8; even its band's low end, 80 days, is no "
+           "faster than the 41 days measured (free-lunch)")
+
+    def cells(table, column: int) -> list[str]:
+        return [str(table.get_cell_at((i, column))) for i in range(table.row_count)]
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            search = screen.query_one("#search", Static)
+            assert "guided" in str(search.render()) and "exhaustive" in str(search.render())
+            exhaustive = screen.query_one("#b-exhaustive", Check)
+            assert not exhaustive.value and not screen.request().exhaustive
+            exhaustive.toggle()
+            await pilot.pause(0.1)
+            assert screen.request().exhaustive and "every combination measured" in str(search.render())
+            exhaustive.toggle()
+            await pilot.pause(0.1)
+            for e in (ev.SweepStarted(total=3, skipped=0, run_id="r", labels=labels, keys=keys),
+                      ev.SearchGuided((("free-lunch", "predicted 41.3 days (37-64.3) at micro-batch 16"),
+                                       ("ckpt", "predicted 48 days (39-70) at micro-batch 32"),
+                                       ("naive", "predicted 100 days (80-150) at micro-batch 8")), basis="h100 rows")):
+                screen.post_message(EngineEvent(e))
+            await pilot.pause(0.2)
+            table = screen.query_one("#trials", DataTable)
+            assert cells(table, 0) == list(labels)  # in the guided order, as the sweep sent them
+            assert cells(table, 2) == ["41.3 (37-64)", "48.0 (39-70)", "100 (80-150)"]  # before anything runs
+            assert "3 predicted" in str(search.render())
+            assert "free-lunch: predicted 41.3 days" in text(app, "#trial-line")
+            for e in (ev.TrialStarted(keys[0], "free-lunch", 1, 3),
+                      ev.TrialFinished(keys[0], "free-lunch", "measured", days=41.0, mfu=0.5, micro_batch=16,
+                                       duration_s=60),
+                      ev.TrialStarted(keys[1], "ckpt", 2, 3),
+                      ev.TrialFinished(keys[1], "ckpt", "measured", days=45.0, mfu=0.45, micro_batch=32,
+                                       duration_s=70),
+                      ev.TrialFinished(keys[2], "naive", "cannot-win", message=why),
+                      ev.SweepFinished(counts={"measured": 2, "cannot win": 1}, elapsed_s=130, best="free-lunch")):
+                screen.post_message(EngineEvent(e))
+            await pilot.pause(0.2)
+            state = table.get_cell_at((2, 1))
+            assert str(state) == "cannot-win" and "dim" in str(state.spans[0].style)
+            assert "dim" in str(table.get_cell_at((2, 0)).spans[0].style)  # the row reads as not run
+            assert str(table.get_cell_at((2, 6))) == "—"  # no time: nothing ran
+            table.move_cursor(row=2)
+            await pilot.pause(0.1)
+            line = text(app, "#trial-line")
+            assert "naive: cannot win: predicted 100 days" in line and "band's low end, 80 days" in line
+            assert "guided: 2 measured, 1 cannot win (left unrun: exhaustive runs them) of 3" in str(search.render())
+            assert "done" in text(app, "#progress-label")
+            log = "\n".join(str(l.text) for l in screen.query_one("#log").lines)
+            assert "[cannot-win] naive: cannot win" in log and "predictions from h100 rows" in log
 
     asyncio.run(go())
 

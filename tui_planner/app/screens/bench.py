@@ -1,6 +1,9 @@
 """Benchmark: measure a model on this machine's GPUs, live.
 
-The sweep runs in a thread worker through the engine's one API (engine.bench.sweep.run_sweep); its typed
+The search is guided by default (engine/bench/guide.py): every combination is predicted first, its
+prediction shown in its row before it runs, the fastest predicted measured first, and one whose band's low
+end cannot beat the best measured is left unrun ('cannot-win', dim, its reason in the line under the table
+and the log); the exhaustive box measures them all. The sweep runs in a thread worker through the engine's one API (engine.bench.sweep.run_sweep); its typed
 events arrive as messages, and each finished trial's row is read back from the database the sweep
 writes, so what the table shows is what was stored. Torch is never imported here: the GPU probe and
 the trials run in child processes.
@@ -8,6 +11,7 @@ the trials run in child processes.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -29,9 +33,26 @@ from tui_planner.app.text import content
 NO_TORCH = "torch is not installed: to benchmark, install the bench extra (from a clone: pip install '.[bench]')"
 
 IDLE = "[dim]r runs the search: the model, GPUs, methods and device above[/]"
+GUIDED = "[b]guided[/]: [dim]fastest predicted first, what cannot win left unrun (exhaustive: all)[/]"
+EXHAUSTIVE = "[b]exhaustive[/]: [dim]every combination measured, as in the paper (untick: guided)[/]"
 
-STATE_STYLE = {"measured": "green", "dominated": "dim", "oom": "yellow", "failed": "red", "timeout": "red",
-               "refused": "bold red", "stopped": "yellow", "unavailable": "yellow", "resumed": "dim", "queued": "dim"}
+STATE_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "cannot-win": "dim", "oom": "yellow",
+               "failed": "red", "timeout": "red", "refused": "bold red", "stopped": "yellow", "unavailable": "yellow",
+               "resumed": "dim", "given up": "dim", "queued": "dim"}
+
+# "predicted 41.3 days (37-64.3) at micro-batch 16" (engine/bench/guide.py Guess.text)
+PREDICTED = re.compile(r"predicted (?P<days>[\d.]+) days(?: \((?P<low>[\d.]+)-(?P<high>[\d.]+)\))?")
+
+
+def predicted_cell(text: str) -> str:
+    """A prediction in its column, as markup: '41.3 (37-64)', 'no fit' where it is predicted not to run,
+    '—' with none; the whole text is in the line under the table."""
+    m = PREDICTED.match(text)
+    if m is None:
+        return "[dim]no fit[/]" if text.startswith("predicted not to run") else "[dim]—[/]"
+    days = fmt.days(float(m["days"]))
+    band = fmt.band(float(m["low"]), float(m["high"])) if m["low"] else ""
+    return fmt.esc(f"{days} ({band})" if band else days)
 
 
 class EngineEvent(Message):
@@ -48,6 +69,11 @@ class SweepDone(Message):
     def __init__(self, store, cursor) -> None:
         super().__init__()
         self.store, self.cursor = store, cursor
+
+
+# (label, key, width): 79 columns with the table's cell padding, at 80 the scrollbar beside.
+COLUMNS = (("combination", "label", 18), ("state", "state", 13), ("predicted", "predicted", 13),
+           ("batch", "mb", 6), ("days", "days", 6), ("MFU", "mfu", 4), ("time", "time", 4))
 
 
 class BenchScreen(Screen):
@@ -83,19 +109,27 @@ class BenchScreen(Screen):
             yield Input(str(user_db()), compact=True, id="b-db")
             yield Check("retry failed", value=False, compact=True, id="b-retry",
                            tooltip="also run again what crashed or timed out twice (skipped on resume by default)")
+            yield Check("exhaustive", value=False, compact=True, id="b-exhaustive",
+                        tooltip="measure every combination, also those the guided search would leave unrun "
+                                "(bench --exhaustive)")
+        yield Static(content(GUIDED), id="search")
         with Horizontal(id="progress-row"):
             # Hidden until a sweep starts: an empty bar would animate (15 frames a second) with nothing running.
             yield ProgressBar(id="progress", show_eta=True).set_styles("display: none;")
             yield Static(content(IDLE), id="progress-label")
         yield DataTable(id="trials", cursor_type="row")
+        yield Static("", id="trial-line")
         yield RichLog(id="log", max_lines=2000, wrap=False, markup=False)
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         t = self.query_one("#trials", DataTable)
-        for label, key, width in (("combination", "label", 22), ("state", "state", 16), ("batch", "mb", 7),
-                                  ("days", "days", 7), ("MFU", "mfu", 5), ("time", "time", 5)):
+        for label, key, width in COLUMNS:
             t.add_column(label, key=key, width=width)
+        self.labels: dict[str, str] = {}  # key -> combination
+        self.predicted: dict[str, str] = {}  # key -> its prediction in words (a guided search's)
+        self.outcomes: dict[str, str] = {}  # key -> why it ended as it did (cannot win, failed...)
+        self.exhaustive = False  # the running (or last) sweep's
         self.machine = None
         self.started_at = 0.0
         self.current: str | None = None
@@ -151,6 +185,7 @@ class BenchScreen(Screen):
             presets=self.app.preset_paths, timeout_s=900.0,
             compile=self.query_one("#b-compile", Check).value, note="tui-planner app",
             retry_failed=self.query_one("#b-retry", Check).value,
+            exhaustive=self.query_one("#b-exhaustive", Check).value,
         )
 
     def action_start(self) -> None:
@@ -176,6 +211,9 @@ class BenchScreen(Screen):
 
         self.query_one("#trials", DataTable).clear()
         self.query_one("#log", RichLog).clear()
+        self.labels, self.predicted, self.outcomes = {}, {}, {}
+        self.query_one("#trial-line", Static).update("")
+        self.exhaustive = req.exhaustive
         bar = self.query_one("#progress", ProgressBar)
         bar.update(total=None, progress=0)  # animated while the sweep starts (it is running)
         bar.display = True
@@ -234,12 +272,48 @@ class BenchScreen(Screen):
     def action_focus_table(self) -> None:
         self.query_one("#trials", DataTable).focus()
 
+    @on(Check.Changed, "#b-exhaustive")
+    def _search_mode(self, event: Check.Changed) -> None:
+        if not self.app.sweep_running():  # a running sweep's line stays its own
+            self.query_one("#search", Static).update(content(EXHAUSTIVE if event.value else GUIDED))
+
+    @on(DataTable.RowHighlighted, "#trials")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_row(str(event.row_key.value) if event.row_key is not None else None)
+
+    def _show_row(self, key: str | None) -> None:
+        """The highlighted combination in words under the table: its prediction and why it ended as it did."""
+        line = self.query_one("#trial-line", Static)
+        if key is None or key not in self.labels:
+            line.update("")
+            return
+        parts = [f"[b]{fmt.esc(self.labels[key])}[/b]"]
+        outcome = self.outcomes.get(key, "")
+        if outcome.startswith("cannot win: "):  # its reason holds its prediction: said once
+            parts.append(f"[dim]cannot win:[/] {fmt.esc(outcome.removeprefix('cannot win: '))}")
+        else:
+            if key in self.predicted:
+                parts.append(fmt.esc(self.predicted[key]))
+            if outcome:
+                parts.append(f"[dim]{fmt.esc(outcome)}[/]")
+        line.update(content(": ".join(parts[:2]) + "".join(f" · {p}" for p in parts[2:])))
+
+    def _refresh_row(self, key: str) -> None:
+        t = self.query_one("#trials", DataTable)
+        try:
+            highlighted = t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value
+        except Exception:  # an empty table: no row highlighted
+            return
+        if highlighted == key:
+            self._show_row(key)
+
     # --- events -> widgets --------------------------------------------------------------------------
 
-    def _label(self, markup: str) -> None:
-        """Rich markup of ours, values from outside in it through fmt.esc."""
-        elapsed = time.monotonic() - self.started_at if self.started_at else 0
-        self.query_one("#progress-label", Static).update(content(f"{markup} [dim]{elapsed:.0f}s[/]"))
+    def _label(self, markup: str, elapsed: bool = True) -> None:
+        """Rich markup of ours, values from outside in it through fmt.esc; with the seconds since the start."""
+        took = time.monotonic() - self.started_at if self.started_at else 0
+        self.query_one("#progress-label", Static).update(content(f"{markup} [dim]{took:.0f}s[/]" if elapsed
+                                                                 else markup))
 
     def _set(self, key: str, column: str, markup: str) -> None:
         """One cell, as rich markup of ours (values from outside in it through fmt.esc)."""
@@ -257,24 +331,46 @@ class BenchScreen(Screen):
         t = self.query_one("#trials", DataTable)
         bar = self.query_one("#progress", ProgressBar)
         if isinstance(e, ev.SweepStarted):
+            self.labels = dict(zip(e.keys, e.labels))
             for key, label in zip(e.keys, e.labels):
-                t.add_row(fmt.text(label), fmt.cell("[dim]queued[/]"), "", "", "", "", key=key)
+                t.add_row(fmt.text(label), fmt.cell("[dim]queued[/]"), "", "", "", "", "", key=key)
+            self.query_one("#search", Static).update(content(
+                EXHAUSTIVE if self.exhaustive else
+                "[b]not guided[/]: [dim]no predictions for this model here: every combination measured in order[/]"))
             bar.update(total=max(1, e.total - e.skipped), progress=0)
             self._label(f"{e.total} trials" + (f", {e.skipped} already in the database" if e.skipped else "")
                         + (f"; ZeRO unavailable: {fmt.esc(e.unavailable_why)}" if e.unavailable_why else ""))
+        elif isinstance(e, ev.SearchGuided):
+            keys = {label: key for key, label in self.labels.items()}
+            for label, words in e.predicted:
+                if label in keys:
+                    self.predicted[keys[label]] = words
+                    self._set(keys[label], "predicted", predicted_cell(words))
+            self.query_one("#search", Static).update(content(
+                f"[b]guided[/]: [dim]{len(e.predicted)} predicted, the fastest measured first; what cannot win "
+                "is left unrun[/]"))
+            if e.basis:
+                self.query_one("#log", RichLog).write(fmt.visible(f"guided search: predictions from {e.basis}"))
+            if t.row_count:
+                self._show_row(str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value))
         elif isinstance(e, ev.TrialSkipped):
             self._fill(e.key)
-            self._set(e.key, "state", "[dim]resumed[/]" if "resumed" in e.reason else f"[dim]{fmt.esc(e.reason)}[/]")
+            resumed = "resumed" in e.reason
+            self._set(e.key, "state", "[dim]resumed[/]" if resumed else "[dim]given up[/]")
+            if not resumed:
+                self.outcomes[e.key] = e.reason
+                self.query_one("#log", RichLog).write(fmt.visible(f"[skipped] {e.label}: {e.reason}"))
+                self._refresh_row(e.key)
         elif isinstance(e, ev.TrialStarted):
             self.current = e.key
-            self._set(e.key, "state", "[b]searching batch[/]")
+            self._set(e.key, "state", "[b]batch search[/]")
             self._label(f"{e.index}/{e.total} {fmt.esc(e.label)}")
         elif isinstance(e, ev.BatchTried):
-            self._set(e.key, "state", f"batch {e.micro_batch} {'fits' if e.fits else '[yellow]OOM[/]'}")
+            self._set(e.key, "state", f"{e.micro_batch} {'fits' if e.fits else '[yellow]OOM[/]'}")
             if e.fits:
                 self._set(e.key, "mb", str(e.micro_batch))
         elif isinstance(e, ev.Measuring):
-            self._set(e.key, "state", f"[b cyan]measuring[/] @{e.micro_batch}")
+            self._set(e.key, "state", f"[b cyan]timing[/] @{e.micro_batch}")
             self._set(e.key, "mb", str(e.micro_batch))
         elif isinstance(e, ev.TrialFinished):
             bar.advance(1)
@@ -282,11 +378,17 @@ class BenchScreen(Screen):
         elif isinstance(e, ev.Log):
             self.query_one("#log", RichLog).write(fmt.visible(e.line))  # markup=False: shown as it came
         elif isinstance(e, ev.SweepFinished):
-            counts = ", ".join(f"{v} {k}" for k, v in sorted(e.counts.items())) or "nothing to run"
             took = f" in {fmt.duration(e.elapsed_s)}"
             best = f" · fastest: {fmt.esc(e.best)}" if e.best else ""
-            self._label(("[yellow]stopped[/]: " if e.stopped else "[green]done[/]: ") + fmt.esc(counts) + took + best
-                        + (" · r resumes" if e.stopped else " · v browses them"))
+            self._label(("[yellow]stopped[/]" if e.stopped else "[green]done[/]") + took + best
+                        + (" · r resumes" if e.stopped else ""), elapsed=False)  # v browses them: the footer
+            # The counts, on the search's line: what ran, what the guided search left unrun and why.
+            mode = "exhaustive" if self.exhaustive else "guided" if self.predicted else "not guided"
+            counts = [f"[b]{v}[/] {fmt.esc(k)}" + (" [dim](left unrun: exhaustive runs them)[/]"
+                                                   if k == "cannot win" else "")
+                      for k, v in sorted(e.counts.items(), key=lambda kv: (kv[0] == "cannot win", kv[0]))]
+            self.query_one("#search", Static).update(content(
+                f"[b]{mode}[/]: " + (", ".join(counts) or "nothing to run") + f" [dim]of {len(self.labels)}[/]"))
 
     @on(SweepDone)
     def _done(self, message: SweepDone) -> None:
@@ -301,11 +403,17 @@ class BenchScreen(Screen):
     def _finished(self, e) -> None:
         style = STATE_STYLE.get(e.status, "")
         self._set(e.key, "state", f"[{style}]{fmt.esc(e.status)}[/]" if style else fmt.esc(e.status))
-        self._set(e.key, "time", f"{e.duration_s:.0f}s")
+        self._set(e.key, "time", f"{e.duration_s:.0f}s" if e.duration_s or e.status != "cannot-win" else "—")
+        if e.status == "cannot-win":  # the whole row dim: decided on its prediction, nothing ran
+            label = self.labels.get(e.key, e.label)
+            self._set(e.key, "label", f"[dim]{fmt.esc(label)}[/]")
+            self._set(e.key, "predicted", f"[dim]{predicted_cell(self.predicted.get(e.key, ''))}[/]")
         if e.status not in ("stopped", "unavailable"):  # neither wrote a row
             self._fill(e.key)
         if e.message and e.status not in ("measured", "dominated"):
-            self.query_one("#log", RichLog).write(fmt.visible(f"[{e.status}] {e.key}: {e.message}"))
+            self.outcomes[e.key] = e.message
+            self.query_one("#log", RichLog).write(fmt.visible(f"[{e.status}] {e.label}: {e.message}"))
+            self._refresh_row(e.key)
 
     def _fill(self, key: str) -> None:
         """Fill a row from what the sweep stored (the table shows the database, not the event)."""
