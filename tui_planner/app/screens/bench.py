@@ -44,6 +44,14 @@ STATE_STYLE = {"measured": "green", "dominated": "dim", "memory": "dim", "cannot
 PREDICTED = re.compile(r"predicted (?P<days>[\d.]+) days(?: \((?P<low>[\d.]+)-(?P<high>[\d.]+)\))?")
 
 
+def home_short(path: Path) -> str:
+    """A path under the home folder as ~/...: the whole of it fits the field at 80 columns."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
 def predicted_cell(text: str) -> str:
     """A prediction in its column, as markup: '41.3 (37-64)', 'no fit' where it is predicted not to run,
     '—' with none; the whole text is in the line under the table."""
@@ -106,9 +114,10 @@ class BenchScreen(Screen):
                            tooltip="torch.compile in free-lunch (off: faster start, slower steps)")
         with Horizontal(classes="form-row"):
             yield Label("Save to", classes="name")
-            yield Input(str(user_db()), compact=True, id="b-db")
-            yield Check("retry failed", value=False, compact=True, id="b-retry",
-                           tooltip="also run again what crashed or timed out twice (skipped on resume by default)")
+            yield Input(home_short(user_db()), compact=True, id="b-db")
+            yield Check("retry", value=False, compact=True, id="b-retry",
+                        tooltip="retry failed: also run again what crashed or timed out twice (skipped on resume "
+                                "by default)")
             yield Check("exhaustive", value=False, compact=True, id="b-exhaustive",
                         tooltip="measure every combination, also those the guided search would leave unrun "
                                 "(bench --exhaustive)")
