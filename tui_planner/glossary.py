@@ -76,6 +76,10 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
         Term("dominated", "skipped as no better",
              "a setting with fewer methods already runs at least this micro-batch, so it could only be slower.",
              "the search saves its time; it is not a failure."),
+        Term("cannot-win", "left unrun by the guided search",
+             "predicted first, and even the fast end of its band is no faster than a time already measured in "
+             "the same search, so it was not run; its prediction and the reason are kept.",
+             "saves most of a search's time; `bench --exhaustive` measures it anyway."),
         Term("refused, failed, timeout, unsupported", "no usable time",
              "refused: faster than the GPU's peak; failed or timeout: the trial crashed or hung; unsupported: "
              "the GPU or software cannot run this setting.",

@@ -120,11 +120,13 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
     # Where 80 columns are short, a model id or a setting folds onto a second line: nothing is cut, and the
     # GPU count stays beside its GPU.
     banded = any(fmt.band(r.get("days_low"), r.get("days_high")) for r in rows if r.get("days") is not None)
-    for col in ("model", "GPUs", "days", "band", "MFU", "setting", "batch", "from")[:] if banded else (
+    longest_model = max([len(str(r["model"])) for r in rows] or [8])
+    for col in ("model", "GPUs", "days", "band", "MFU", "setting", "batch", "from") if banded else (
             "model", "GPUs", "days", "MFU", "setting", "batch", "from"):
         wraps = col in ("model", "setting")
+        least = min(12, longest_model) if col == "model" else 8  # a short model id stays on one line
         t.add_column(col, justify="right" if col in ("days", "band", "MFU", "batch") else "left",
-                     no_wrap=not wraps, overflow="fold", min_width=8 if wraps else None)
+                     no_wrap=not wraps, overflow="fold", min_width=least if wraps else None)
     for r in rows:
         flag = r.get("plausibility")
         mfu = fmt.mfu(r.get("mfu"), flag)
