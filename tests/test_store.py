@@ -141,7 +141,7 @@ def test_what_an_exhaustive_sweep_counts_as_done(tmp_path):
 def test_an_exhaustive_sweep_still_skips_what_cannot_fit(tmp_path):
     from engine.bench.events import TrialSpec
     from engine.data.space import FREE_LUNCH
-    from engine.bench.sweep import _memory_skipped_keys
+    from engine.bench.sweep import _unrun_keys
 
     with Store.open(tmp_path / "s.duckdb", read_only=False) as s:
         for key, why in (("nofit", "skipped by the memory model: needs at least 90 GB at micro-batch 1"),
@@ -149,5 +149,5 @@ def test_an_exhaustive_sweep_still_skips_what_cannot_fit(tmp_path):
             s.add_trial(Trial(model="m", gpu="h100", num_gpus=1, source="predicted", key=key, feasible=False,
                               failure_kind="memory", failure_message=why))
         specs = [TrialSpec(key=k, model="m", gpu="h100", num_gpus=1, methods=FREE_LUNCH) for k in ("nofit", "dom")]
-        assert _memory_skipped_keys(s, specs) == {"nofit", "dom"}
-        assert _memory_skipped_keys(s, specs, cannot_fit_only=True) == {"nofit"}
+        assert _unrun_keys(s, specs, "memory") == {"nofit", "dom"}
+        assert _unrun_keys(s, specs, "memory", cannot_fit_only=True) == {"nofit"}

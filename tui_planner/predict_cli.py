@@ -152,18 +152,16 @@ def _writable_target(args: argparse.Namespace) -> None:
 
 def _basis_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Measured and paper rows of the shipped database and of --db FILE (never predicted ones)."""
+    from contextlib import ExitStack
+
     from engine.data.paths import shipped_db
-    from engine.data.store import Store
+    from engine.data.store import Store, evidence_rows
 
     paths = [shipped_db()]
     if args.db and Path(args.db).expanduser().exists():
         paths.append(Path(args.db).expanduser())
-    rows: dict[str, dict[str, Any]] = {}
-    for path in paths:
-        with Store.open(path, read_only=True, create=False) as store:
-            for r in store.query("SELECT * FROM trials WHERE source <> 'predicted'"):
-                rows.setdefault(r["trial_id"], r)
-    return list(rows.values())
+    with ExitStack() as stack:
+        return evidence_rows([stack.enter_context(Store.open(p, read_only=True, create=False)) for p in paths])
 
 
 def _measured_cells(rows: list[dict[str, Any]], model: str) -> set[tuple[str, str, int]]:

@@ -29,7 +29,7 @@ from engine.bench.events import (BatchTried, Log, SearchGuided, SweepFinished, S
 from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
 from engine.data.runs import run_columns
-from engine.data.store import Run, Store, Trial, plain
+from engine.data.store import Run, Store, Trial, evidence_rows, plain
 from engine.data.generations import mfu_line
 
 
@@ -348,9 +348,9 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         done = store.done_keys([s.key for s in specs], final_only=True, pruned_final=not req.exhaustive)
         skip_cal = _memory_calibration(req, presets, store)
         if skip_cal is not None:  # skipped by the memory model: still skipped (exhaustive: only no-fits)
-            done |= _memory_skipped_keys(store, specs, cannot_fit_only=req.exhaustive)
+            done |= _unrun_keys(store, specs, "memory", cannot_fit_only=req.exhaustive)
         if not req.exhaustive:  # left unrun by a guided search: the best measured can only have improved since
-            done |= _cannot_win_keys(store, specs)
+            done |= _unrun_keys(store, specs, "cannot-win")
         given_up = {} if req.retry_failed else store.repeated_failures([s.key for s in specs if s.key not in done])
         guide = _guide_for(req, presets, gpu, store, specs, done, given_up, on_event)
         if guide is not None:
@@ -485,15 +485,13 @@ def _evidence_rows(store: Store) -> list[dict]:
     memory skip and the guided search predict from."""
     from engine.data.paths import shipped_db
 
-    rows = {r["trial_id"]: r for r in store.query("SELECT * FROM trials WHERE source <> 'predicted'")}
     try:
         if store.path is None or Path(store.path).resolve() != shipped_db().resolve():
             with Store.open(shipped_db(), read_only=True, create=False) as shipped:
-                for r in shipped.query("SELECT * FROM trials WHERE source <> 'predicted'"):
-                    rows.setdefault(r["trial_id"], r)
+                return evidence_rows([store, shipped])
     except PlannerError:
         pass  # no shipped database (or an older one): this one alone
-    return list(rows.values())
+    return evidence_rows([store])
 
 
 def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, specs: list[TrialSpec],
@@ -509,6 +507,7 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
         return None
     from engine.bench.guide import guide_for
     from engine.predict import write_predictions
+    from engine.predict.stored import predicted_key
 
     guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes)
     if guide is None:
@@ -517,7 +516,7 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
     to_run = [s for s in specs if s.key not in done and s.key not in given_up]
     if to_run and guide.predictions:
         # Stored once, before the first measurement: a resumed sweep keeps the prediction it started from.
-        keys = {s.methods.label: f"{req.model}|{gpu}|{req.num_gpus * req.num_nodes}|1|{s.methods.label}|predicted"
+        keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label)
                 for s in specs}
         have = {r["key"] for r in store.query("SELECT key FROM trials WHERE source = 'predicted' AND key IN "
                                               "(SELECT unnest(?))", [list(keys.values())])}
@@ -526,12 +525,6 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
                           command=f"predicted before measuring (guided search of bench --model "
                                   f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus})")
     return guide
-
-
-def _cannot_win_keys(store: Store, specs: list[TrialSpec]) -> set[str]:
-    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = 'cannot-win' AND key IN (SELECT unnest(?))",
-                       [[s.key for s in specs]])
-    return {r["key"] for r in rows}
 
 
 def _cannot_win_row(req: SweepRequest, spec: TrialSpec, presets: Presets, guide, why: str, run_id: str) -> Trial:
@@ -659,10 +652,12 @@ def _memory_calibration(req: SweepRequest, presets: Presets, store: Store):
         return None
 
 
-def _memory_skipped_keys(store: Store, specs: list[TrialSpec], cannot_fit_only: bool = False) -> set[str]:
+def _unrun_keys(store: Store, specs: list[TrialSpec], kind: str, cannot_fit_only: bool = False) -> set[str]:
+    """Keys a sweep recorded without a launch: skipped by the memory model ('memory'; cannot_fit_only: not
+    those it called dominated) or left unrun by the guided search ('cannot-win')."""
     extra = " AND failure_message NOT LIKE '%dominated%'" if cannot_fit_only else ""
-    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = 'memory' AND key IN (SELECT unnest(?))"
-                       + extra, [[s.key for s in specs]])
+    rows = store.query("SELECT DISTINCT key FROM trials WHERE failure_kind = ? AND key IN (SELECT unnest(?))"
+                       + extra, [kind, [s.key for s in specs]])
     return {r["key"] for r in rows}
 
 

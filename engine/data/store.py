@@ -229,6 +229,16 @@ class Run:
 RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(Run))
 
 
+def evidence_rows(stores: Iterable[Store]) -> list[dict[str, Any]]:
+    """The measured and published rows (never predictions) of these stores, each trial once: what the
+    predictor, the memory skip and the guided search rest on."""
+    rows: dict[str, dict[str, Any]] = {}
+    for store in stores:
+        for r in store.query("SELECT * FROM trials WHERE source <> 'predicted'"):
+            rows.setdefault(r["trial_id"], r)
+    return list(rows.values())
+
+
 def _is_lock_error(e: Exception) -> bool:
     text = str(e).lower()
     return "lock" in text and ("conflicting" in text or "could not set" in text)

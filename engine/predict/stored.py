@@ -23,11 +23,16 @@ from engine.data.generations import mfu_line
 PREDICTED_NS = uuid.UUID("2b7c0d4e-8a51-4f6e-b1f3-5d0c9e7a3c11")
 
 
+def predicted_key(model: str, gpu: str, num_gpus: int, label: str) -> str:
+    """The key of a stored prediction (never a measured trial's: those end in their device)."""
+    return f"{model}|{gpu}|{num_gpus}|1|{label}|predicted"
+
+
 def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None):
     """A prediction as a store row: source 'predicted', its basis, its band and how it was derived."""
     from engine.data.store import Trial
 
-    key = f"{p.model}|{p.gpu}|{p.num_gpus}|1|{p.methods.label}|predicted"
+    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label)
     t = Trial(
         model=p.model, gpu=p.gpu, num_gpus=p.num_gpus, feasible=p.feasible, source="predicted", run_id=run_id,
         trial_id=uuid.uuid5(PREDICTED_NS, f"{run_id}|{key}").hex, key=key,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from pathlib import Path
 from typing import Any, Callable
 
 HANGUP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
@@ -24,24 +23,11 @@ GRACE_S = 1.5  # for the app to leave by itself: a terminal that is still there 
 SWEEP_GRACE_S = 8.0  # a running sweep: the launcher's SIGTERM, its 5 s, then SIGKILL to the trial's group
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below pid, read from /proc (engine.bench.launcher has the same walk; it is not
-    imported here so that start-up stays light)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    out, frontier = [], {pid}
-    while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier}
-        out += frontier
-    return out
-
-
 def kill_below(pid: int) -> None:
-    """SIGKILL every process below pid and the process group each leads (a trial's torchrun group)."""
+    """SIGKILL every process below pid and the process group each leads (a trial's torchrun group). The
+    launcher's /proc walk is imported here, at exit, so that the app's start-up stays light."""
+    from engine.bench.launcher import descendants
+
     for child in descendants(pid):
         for kill in (lambda: os.killpg(child, signal.SIGKILL), lambda: os.kill(child, signal.SIGKILL)):
             try:
