@@ -570,11 +570,11 @@ def test_predict_command_prints_terms_writes_and_validates(tmp_path, capsys):
 def test_shipped_database_ranks_predicted_rows_for_gpus_without_data(capsys):
     assert main(["rank", "--model", "pythia-1b", "--budget", "50000", "--deadline", "60", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    h200nvl = [r for r in rows if r["gpu"] == "h200nvl" and r["num_gpus"] == 1][0]  # nobody measured one
+    h200nvl = next(r for r in rows if r["gpu"] == "h200nvl" and r["num_gpus"] == 1)  # nobody measured one
     assert h200nvl["source"] == "predicted" and h200nvl["days_low"] < h200nvl["days"] < h200nvl["days_high"]
     assert h200nvl["basis"]
     for gpu in ("h100", "h200"):  # both measured on one GPU (data/measured/)
-        assert [r for r in rows if r["gpu"] == gpu and r["num_gpus"] == 1][0]["source"] == "measured"
+        assert next(r for r in rows if r["gpu"] == gpu and r["num_gpus"] == 1)["source"] == "measured"
 
 
 def test_help_fits_80_columns():
