@@ -11,6 +11,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = str(FIXTURES / "tiny")
 sys.path.insert(0, str(ROOT))
 
+# CPU trials rarely meet the timing's spread rule, so each would time the full 20 repetitions: three are
+# what the tests check (engine.bench.environment.max_repetitions; trial processes inherit the variable).
+os.environ.setdefault("TUI_PLANNER_MAX_REPETITIONS", "3")
+
 
 def pytest_xdist_auto_num_workers(config):
     """One worker more than the cores: many tests spend seconds waiting (a trial's timeout, a process's

@@ -116,6 +116,23 @@ def test_a_stale_build_lock_is_cleared_and_a_held_one_is_not(tmp_path, monkeypat
     assert clear_build_locks([held]) == [held] and not held.exists()
 
 
+def test_the_repetitions_cap_is_read_from_the_environment_and_never_cuts_a_requests_own(tmp_path, monkeypatch):
+    from engine.bench.environment import MAX_REPETITIONS_ENV, max_repetitions
+    from engine.bench.sweep import plan
+    from engine.data.errors import PlannerError
+
+    presets = load_presets((TINY,))
+    monkeypatch.delenv(MAX_REPETITIONS_ENV, raising=False)
+    assert max_repetitions() == 20 and plan(_request(tmp_path), presets, "cpu")[0].max_repetitions == 20
+    monkeypatch.setenv(MAX_REPETITIONS_ENV, "4")
+    assert [s.max_repetitions for s in plan(_request(tmp_path, repetitions=3), presets, "cpu")] == [4, 4]
+    assert plan(_request(tmp_path, repetitions=7), presets, "cpu")[0].max_repetitions == 7
+    for bad in ("0", "three"):
+        monkeypatch.setenv(MAX_REPETITIONS_ENV, bad)
+        with pytest.raises(PlannerError, match=MAX_REPETITIONS_ENV):
+            max_repetitions()
+
+
 def test_a_trial_spec_survives_json():
     spec = ev.TrialSpec(key="k", model="m", gpu="h100", num_gpus=2, methods=space.Methods(True, True, "fsdp3", True),
                         preset_paths=("a.toml",))
@@ -227,8 +244,8 @@ def test_timing_stops_once_a_trial_cannot_beat_the_best(tmp_path):
     from engine.bench.launcher import run_trial
 
     spec = ev.TrialSpec(key="k", model="tiny-neox", gpu="cpu", num_gpus=1, methods=space.FREE_LUNCH, device="cpu",
-                        preset_paths=(TINY,), compile=False, tf32=False, repetitions=5, warmup=1,
-                        beat_step_s=1e-9)
+                        preset_paths=(TINY,), compile=False, tf32=False, repetitions=5, max_repetitions=5,
+                        warmup=1, beat_step_s=1e-9)
     out = run_trial(spec, tmp_path / "a", 240, lambda e: None)
     assert out.status == "measured" and out.result["repetitions"] == 2
     assert "slower than the best measured" in out.result["stopped_early"]

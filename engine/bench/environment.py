@@ -20,6 +20,8 @@ from typing import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.data.errors import PlannerError
+
 
 def sanitize_cuda_arch_env(env=None) -> str | None:
     """DeepSpeed's op builder parses TORCH_CUDA_ARCH_LIST with int(): '9.0a' (as Hopper images set it)
@@ -165,6 +167,26 @@ def compile_cache_dir() -> Path:
         return Path(os.environ["TUI_PLANNER_COMPILE_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tui-planner" / "compile"
+
+
+MAX_REPETITIONS_ENV = "TUI_PLANNER_MAX_REPETITIONS"
+
+
+def max_repetitions(default: int = 20) -> int:
+    """The most timed (pass, update) repetitions a trial makes while its passes' spread stays wide:
+    $TUI_PLANNER_MAX_REPETITIONS, else 20. A lower cap gives quicker, rougher measurements (on a CPU the
+    spread rarely narrows, so every trial would run the full 20; the test suite sets 3); a request's own
+    repetitions still run in full."""
+    raw = os.environ.get(MAX_REPETITIONS_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        n = int(raw)
+    except ValueError:
+        raise PlannerError(f"{MAX_REPETITIONS_ENV} is a whole number of repetitions, not {raw!r}") from None
+    if n < 1:
+        raise PlannerError(f"{MAX_REPETITIONS_ENV} is at least 1, not {n}")
+    return n
 
 
 _DEEPSPEED_IMPORTS: set[str] = set()  # interpreters whose trial environment imported DeepSpeed

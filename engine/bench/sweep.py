@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.data import formulas, space
-from engine.bench.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, probe
+from engine.bench.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, max_repetitions, probe
 from engine.data.errors import PlannerError
 from engine.bench.events import (BatchTried, Log, SearchGuided, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
                            TrialStarted)
@@ -51,7 +51,8 @@ class SweepRequest:
     # exhaustive: measure every combination, dominated ones too (the paper's full search).
     exhaustive: bool = False
     guide: object | None = None  # the predictions to guide by (a Guide); None: predicted here on a GPU
-    repetitions: int = 5
+    repetitions: int = 5  # timed repetitions at least; more while the spread is wide, up to
+    # $TUI_PLANNER_MAX_REPETITIONS (default 20: engine.bench.environment.max_repetitions)
     warmup: int = 2
     verify_steps: int = 0  # a steady run of this many real steps checks the free-lunch result
     verify_accum: int = 0  # 0: the configuration's own accumulation (a true steady run)
@@ -203,11 +204,13 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             raise PlannerError(f"no combination called {', '.join(sorted(unknown))} in --methods {req.methods} on "
                                f"{total} GPUs; they are: {', '.join(m.label for m in chosen)}")
         chosen = [m for m in chosen if m.label in req.only]
+    cap = max_repetitions()  # $TUI_PLANNER_MAX_REPETITIONS, else 20
     for m in chosen:
         specs.append(TrialSpec(
             key=trial_key(req, gpu, m), model=req.model, gpu=gpu, num_gpus=req.num_gpus, num_nodes=req.num_nodes,
             methods=m, device=req.device, preset_paths=tuple(str(Path(p).resolve()) for p in req.presets),
             compile=req.compile, compile_mode=req.compile_mode, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
+            max_repetitions=max(req.repetitions, cap),
             warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH else 0,
             verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
             fault=req.faults.get(m.label), model_source=req.model_source, run=dict(req.run),
