@@ -16,6 +16,39 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TUI_PLANNER_MAX_REPETITIONS", "3")
 
 
+_SESSION_TEMP: list[Path] = []
+
+
+def pytest_configure(config):
+    """Once per run, before the workers start (they inherit the environment): importing transformers makes
+    torch's default inductor cache folder in the temp directory (torchinductor_<user>), so every process
+    of the run, trials included, gets one folder of this run's instead, removed when the run ends."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import atexit
+    import tempfile
+
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        folder = Path(tempfile.mkdtemp(prefix="tui-planner-tests-"))
+        _SESSION_TEMP.append(folder)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
+    # Registered before pytest makes its temp folders, so run after pytest's own exit clean-up of them.
+    atexit.register(_leave_no_temp_folder, Path(tempfile.gettempdir()))
+
+
+def _leave_no_temp_folder(temp: Path) -> None:
+    """The run leaves nothing in the temp directory: its inductor folder goes, and so does pytest's own
+    pytest-of-<user> once pytest has removed this run's folder from it (a passing run; see pyproject)."""
+    import getpass
+
+    for folder in _SESSION_TEMP:
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        (temp / f"pytest-of-{getpass.getuser()}").rmdir()  # only when empty: a failed run's folders stay
+    except (OSError, KeyError):
+        pass
+
+
 def pytest_xdist_auto_num_workers(config):
     """One worker more than the cores: many tests spend seconds waiting (a trial's timeout, a process's
     start), and the spare worker fills them."""

@@ -233,7 +233,8 @@ def _marked(mark: str, text: str = "engine.bench.trial") -> list[int]:
 @pytest.mark.parametrize("attempt", range(5))
 def test_killing_bench_as_a_worker_starts_leaves_no_worker(tmp_path, attempt):
     mark = f"orphan-{os.getpid()}-{attempt}"
-    env = {**os.environ, "TUI_PLANNER_TEST_MARK": mark}
+    # TMPDIR: the killed sweep cannot remove its trials' folder; it goes with this test's
+    env = {**os.environ, "TUI_PLANNER_TEST_MARK": mark, "TMPDIR": str(tmp_path)}
     bench = subprocess.Popen([sys.executable, "-m", "tui_planner", "bench", "--model", "tiny-neox", "--device", "cpu",
                               "--methods", "naive", "--presets", TINY, "--db", str(tmp_path / "r.duckdb"),
                               "--no-compile", "--repetitions", "3", "--gpus", "2"], cwd=ROOT, env=env,
@@ -292,8 +293,8 @@ def test_killing_verify_as_its_worker_starts_leaves_no_worker(offload_sweep, tmp
                  "--num-gpus", "1", "--out", str(out)]) == 0
     mark = f"orphan-verify-{os.getpid()}"
     verify = subprocess.Popen([sys.executable, "-m", "tui_planner", "verify", str(out), "--steps", "50"], cwd=ROOT,
-                              env={**os.environ, "TUI_PLANNER_TEST_MARK": mark},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env={**os.environ, "TUI_PLANNER_TEST_MARK": mark, "TMPDIR": str(tmp_path)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # TMPDIR: as above
     try:
         end = time.time() + 120
         while time.time() < end and not _marked(mark, "engine.recipe.verify_worker"):
