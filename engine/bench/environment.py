@@ -20,6 +20,7 @@ from typing import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.bench.events import TrialSpec
 from engine.data.errors import PlannerError
 
 
@@ -172,7 +173,7 @@ def compile_cache_dir() -> Path:
 MAX_REPETITIONS_ENV = "TUI_PLANNER_MAX_REPETITIONS"
 
 
-def max_repetitions(default: int = 20) -> int:
+def max_repetitions(default: int = TrialSpec.max_repetitions) -> int:
     """The most timed (pass, update) repetitions a trial makes while its passes' spread stays wide:
     $TUI_PLANNER_MAX_REPETITIONS, else 20. A lower cap gives quicker, rougher measurements (on a CPU the
     spread rarely narrows, so every trial would run the full 20; the test suite sets 3); a request's own

@@ -32,7 +32,7 @@ class TrialSpec:
     # (the best measured so far in the sweep's cell); None: time it fully (exhaustive search).
     beat_step_s: float | None = None
     repetitions: int = 5  # timed (pass, update) pairs after warm-up; more when the spread is wide
-    max_repetitions: int = 20  # the sweep sets $TUI_PLANNER_MAX_REPETITIONS here (environment.max_repetitions)
+    max_repetitions: int = 20  # the default cap; $TUI_PLANNER_MAX_REPETITIONS replaces it (environment.max_repetitions)
     time_budget_s: float = 30.0  # stop repeating after this much timed work (at least 3 repetitions)
     warmup: int = 2
     verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
