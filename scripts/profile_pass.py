@@ -1,12 +1,14 @@
 """Where does a pass's time go? Profile one training pass of a preset model on the local GPU.
 
     python scripts/profile_pass.py --model pythia-1b --micro-batch 16 [--compile-mode MODE] [--sdpa BACKEND]
-                                   [--profile] [--json OUT.json]
+                                   [--cudnn-benchmark] [--channels-last] [--profile] [--json OUT.json]
 
 Builds the model and the free-lunch stepper exactly as a trial does (engine.bench.modeling, engine.bench.steppers), warms
 up (compilation excluded), then times passes two ways, both with the engine's synchronized timer (engine.bench.trial.Timer):
   - each pass alone (as the engine's timer does: synchronize before and after);
   - a run of passes back to back (one synchronize at the end), which shows the cost of the per-pass sync.
+--cudnn-benchmark and --channels-last try two settings a trial leaves at PyTorch's defaults (cuDNN picks a
+convolution algorithm by heuristic; tensors stay NCHW), to see what they are worth for convolutional models.
 With --profile, one more pass runs under torch.profiler and the GPU kernel time is broken down by kind
 (matrix multiplies, attention, Triton-fused element-wise/reduction, loss, copies, other) with the top kernels.
 MFU uses the preset's FLOPs per sample, as every result in the store does.
@@ -50,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="restrict PyTorch SDPA to one backend (auto: PyTorch's choice)")
     ap.add_argument("--presets", type=Path, nargs="*", help="preset files (default: the shipped ones)")
     ap.add_argument("--passes", type=int, default=10)
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark = True (cuDNN times its convolution algorithms once per shape)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and image batch in channels-last memory format (NHWC)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
@@ -69,12 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     presets = load_presets(a.presets) if a.presets else load_presets()
     model = presets.model(a.model)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
     methods = Methods(free_lunch=True)
     attn = modeling.attention_implementation(model, True, device)
     net = modeling.build_model(model, attn, device)
+    if a.channels_last:
+        net = net.to(memory_format=torch.channels_last)
     stepper = make_stepper(net, model, methods, device, not a.no_compile, a.micro_batch, a.compile_mode)
     gen = torch.Generator().manual_seed(0)
     batch = modeling.make_batch(model, a.micro_batch, device, gen)
+    if a.channels_last:
+        batch = {k: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v for k, v in batch.items()}
 
     ctx = contextlib.nullcontext()
     if a.sdpa != "auto":
@@ -89,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         return timer.time(lambda: [stepper.pass_(batch) for _ in range(n)])
 
     out: dict = {"model": a.model, "micro_batch": a.micro_batch, "compile": not a.no_compile,
-                 "compile_mode": a.compile_mode, "sdpa": a.sdpa, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                 "compile_mode": a.compile_mode, "sdpa": a.sdpa,
+                 "cudnn_benchmark": a.cudnn_benchmark, "channels_last": a.channels_last, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                  "torch": torch.__version__}
     with ctx:
         out["first_pass_s"] = timed(1)  # compile included
