@@ -121,3 +121,12 @@ def test_export_and_import_round_trip(tmp_path):
     with Store.open(tmp_path / "copy.duckdb") as copy:
         assert import_jsonl(copy, tmp_path / "m.jsonl") == n == len(before)
         assert copy.query(q) == before and copy.query(runs) == searches
+
+
+def test_every_shipped_prediction_lies_inside_its_own_band(db):
+    """A band wholly above its point (all validated errors of one sign) once read '33.2 days (41.3-46.6)'."""
+    rows = [r for r in db.trials(source="predicted") if r["days"] is not None and r["days_low"] is not None]
+    assert len(rows) > 100
+    outside = [(r["model"], r["gpu"], r["num_gpus"], r["days"], r["days_low"], r["days_high"]) for r in rows
+               if not (r["days_low"] <= r["days"] * (1 + 1e-9) and r["days"] <= r["days_high"] * (1 + 1e-9))]
+    assert not outside, outside[:5]

@@ -198,6 +198,13 @@ class Band:
     errors: tuple[float, ...]  # signed (predicted / actual - 1) of the validation
     what: str
 
+    def __post_init__(self) -> None:
+        # A band always holds its own prediction. Where every validated error has one sign (e.g. ViT's
+        # predictions all ran fast), the errors alone would put the band wholly above or below the
+        # point ("33.2 days (41.3-46.6)"), which no reader can act on: the band then starts at the point.
+        object.__setattr__(self, "low_factor", min(self.low_factor, 1.0))
+        object.__setattr__(self, "high_factor", max(self.high_factor, 1.0))
+
     @classmethod
     def from_errors(cls, errors: Sequence[float], what: str) -> "Band":
         if len(errors) < 3:
