@@ -113,7 +113,22 @@ def test_the_shipped_measurements_agree_with_one_kappa(presets):
         rows = s.trials(source="measured")
     cal = calibration.calibrate(rows, presets)["GPTNeoX"]
     t = 1 + calibration.FIT_TOLERANCE  # a fit boundary is only this sharp
-    assert cal.rows >= 11 and cal.conflicts == 0 and cal.low / t < cal.kappa <= cal.high * t
+    assert cal.rows >= 11 and cal.low / t < cal.kappa <= cal.high * t
+    # Every Pythia fit agrees but one: Pythia-6.9B naive fit micro-batch 1 on one H200 (137 GB at its peak),
+    # where the memory model puts it above the GPU (docs/measurements.md). It is the one conflict.
+    disagree = []
+    for r in rows:
+        b = calibration.fit_bracket(r, presets)
+        if b is not None and r["model"].startswith("pythia") and not (b[0] / t < cal.kappa <= b[1] * t):
+            disagree.append((r["model"], r["gpu"], memory.methods_of(r).label, r["micro_batch"]))
+    assert disagree == [("pythia-6.9b", "h200", "naive", 1)] and cal.conflicts == 1
+
+
+def test_one_wrong_fit_is_the_conflict_and_does_not_move_kappa():
+    agree = [(0.90, 1.10, "a"), (0.95, 1.20, "b"), (0.80, 1.05, "c"), (0.97, 1.30, "d")]
+    assert calibration._widest_agreement(agree + [(0.30, 0.60, "outlier")]) == (0.97, 1.05)
+    assert calibration._widest_agreement(agree) == (0.97, 1.05)
+    assert calibration._widest_agreement([(0.30, 0.60, "x"), (0.9, 1.1, "y"), (0.95, 1.2, "z")]) == (0.95, 1.1)
 
 
 # --- synthetic measured rows ----------------------------------------------------------------------------
@@ -492,6 +507,13 @@ def test_the_sweep_skips_what_cannot_win_and_runs_the_rest(presets, tmp_path):
 def test_replaying_the_measured_sweeps_never_skips_a_result(presets):
     with Store.open(shipped_db()) as s:
         rows = s.trials(source="measured")
+    # With the one Pythia fit the memory model misses (the test above), kappa is not trusted: no skips.
+    missed = [x for x in rows if x["model"] == "pythia-6.9b" and x["gpu"] == "h200" and not x["free_lunch"]
+              and x["days"]]
+    assert len(missed) == 1
+    r = calibration.replay_skips(rows, presets)
+    assert r["wrong"] == [] and not [x for x in r["skipped"] if x["model"].startswith("pythia")]
+    rows = [x for x in rows if x is not missed[0]]
     r = calibration.replay_skips(rows, presets)
     assert r["trials"] == len(rows) and r["wrong"] == []
     assert 0 <= r["saved_s"] < r["search_s"]
@@ -595,3 +617,14 @@ def test_prediction_modules_load_neither_torch_nor_textual(module):
             "print([m for m in sys.modules if m.split('.')[0] in ('torch', 'textual', 'transformers')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_band_from_errors_of_one_sign_still_holds_its_prediction():
+    from engine.predict.fit import Band
+
+    fast = Band.from_errors([-0.3, -0.25, -0.2], "every prediction ran fast")
+    assert fast.high_factor == pytest.approx(1 / 0.7) and fast.low_factor == 1.0
+    slow = Band.from_errors([0.1, 0.2, 0.3], "every prediction ran slow")
+    assert slow.low_factor == pytest.approx(1 / 1.3) and slow.high_factor == 1.0
+    both = Band.from_errors([-0.1, 0.2, 0.05], "both ways")
+    assert both.low_factor == pytest.approx(1 / 1.2) and both.high_factor == pytest.approx(1 / 0.9)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -150,11 +149,27 @@ def calibrate(rows: Iterable[Mapping[str, Any]], presets: Presets) -> dict[str, 
         elif _near_miss(lo, hi):
             kappa = _middle(hi, lo)  # they miss each other by less than a fit boundary is sharp
         else:
-            kappa = statistics.median(_middle(a, b) for a, b, _ in brackets)
+            # They disagree: take the kappa the most brackets allow, so one wrong row (the memory model's
+            # miss on one model) flags itself as the conflict instead of moving kappa for every model.
+            lo, hi = _widest_agreement(brackets)
+            kappa = _middle(lo, hi) if lo < hi else _middle(hi, lo)
         t = 1 + FIT_TOLERANCE
         conflicts = sum(1 for a, b, _ in brackets if not (a / t < kappa <= b * t))
         out[scope] = Calibration(scope, kappa, lo, hi, len(brackets), conflicts, tuple(t for *_, t in brackets))
     return out
+
+
+def _widest_agreement(brackets: list[tuple[float, float, str]]) -> tuple[float, float]:
+    """The bounds of the largest set of brackets that one kappa satisfies (within the fit tolerance);
+    among equally large sets, the one with the smallest kappa."""
+    t = 1 + FIT_TOLERANCE
+    best: list[tuple[float, float, str]] = []
+    for k in sorted({b * t for _, b, _ in brackets if b < math.inf} | {a * t * 1.0001 for a, _, _ in brackets}):
+        agree = [x for x in brackets if x[0] / t < k <= x[1] * t]
+        if len(agree) > len(best):
+            best = agree
+    best = best or brackets
+    return max(a for a, _, _ in best), min(b for _, b, _ in best)
 
 
 def _middle(lo: float, hi: float) -> float:
