@@ -187,6 +187,7 @@ def test_a_sweep_measures_writes_rows_and_resumes(tmp_path):
         assert r["repetitions"] >= 3 or (r["repetitions"] == 2 and "slower than" in prov["stopped_early"])
         assert r["pass_spread_s"] >= 0 and r["warmup_s"] > 0
         assert len(prov["pass_times_s"]) == r["repetitions"] and prov["versions"]["torch"]
+        assert prov["gradients_held"] is (r["grad_accum"] > 1)  # one micro-batch a step: none to hold
     assert rows["naive"]["kernel"] == "eager (unfused)" and rows["naive"]["free_lunch"] is False
     assert rows["free-lunch"]["kernel"].startswith("sdpa")
     prov = json.loads(rows["free-lunch"]["provenance"])

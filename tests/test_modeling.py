@@ -130,3 +130,26 @@ def test_checkpointing_does_not_run_a_whole_forward_again():
     and its LM head are not run again, so the recompute is well under a forward (1/3 of a pass)."""
     share = modeling.checkpoint_recompute_share(load_presets(include_user=False).model("pythia-160m"))
     assert 0.1 < share < 0.3
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_an_accumulating_trials_passes_run_with_the_gradients_held(keep):
+    """Micro-batches 2..N of a step run with the gradients in memory: a trial that accumulates times (and
+    measures the peak memory of) its passes so, its update zeroing the gradients without freeing them."""
+    from engine.bench.steppers import make_stepper
+    from engine.data.space import FREE_LUNCH
+
+    model = TINY.model("tiny-neox")
+    net = modeling.build_model(model, "sdpa", "cpu")
+    stepper = make_stepper(net, model, FREE_LUNCH, "cpu", False, 2)
+    stepper.keep_grads = keep
+    batch = modeling.make_batch(model, 2, "cpu", torch.Generator().manual_seed(0))
+    stepper.pass_(batch)
+    stepper.update()
+    grads = [p.grad for p in net.parameters() if p.requires_grad]
+    if keep:
+        assert all(g is not None and not g.any() for g in grads)
+        stepper.pass_(batch)  # accumulates into the held buffers
+        assert all(p.grad is grads[i] for i, p in enumerate(q for q in net.parameters() if q.requires_grad))
+    else:
+        assert all(g is None for g in grads)

@@ -46,6 +46,9 @@ class PlainStepper:
         use_scaler = self.dtype is torch.float16 and device == "cuda"
         self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
         self._accumulating = False
+        # Set by a trial whose configuration accumulates: the update zeroes the gradients but keeps them,
+        # so every pass runs with them in memory, as micro-batches 2..N of a training step do.
+        self.keep_grads = False
 
     def no_sync_is_real(self) -> bool:
         return isinstance(self.net, torch.nn.parallel.DistributedDataParallel)
@@ -75,7 +78,7 @@ class PlainStepper:
             self.scaler.update()
         else:
             self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=not self.keep_grads)
 
 class DeepSpeedStepper:
     """DeepSpeed ZeRO stage 1/2/3; offload moves optimizer states (and at stage 3 parameters) to CPU."""
@@ -194,6 +197,7 @@ class FsdpStepper:
         # With offload the parameters live on the CPU, so the optimizer steps there (no fused kernel).
         self.opt = _optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
                               fused=methods.free_lunch)
+        self.keep_grads = False  # as PlainStepper's
 
     def no_sync(self) -> Any:
         return contextlib.nullcontext()
@@ -208,7 +212,7 @@ class FsdpStepper:
         if clip:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
         self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad(set_to_none=not self.keep_grads)
 
 def close(stepper: Any) -> None:
     """Let go of a stepper's model, optimizer and engine (host and GPU memory) before building another."""

@@ -240,6 +240,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         mb = floor * 2
     while mb <= cap and per_gpu_batch % mb == 0:
         fits = True
+        if hasattr(stepper, "keep_grads"):  # from the second size on, its passes run with the gradients held
+            stepper.keep_grads = per_gpu_batch // mb > 1
         try:
             batch = modeling.make_batch(model, mb, device, gen)
             stepper.pass_(batch)
@@ -377,6 +379,12 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     emit("measuring", micro_batch=micro)
     timer = Timer(device)
     stepper = fresh(micro, compile_now=compile_on)
+    # A configuration that accumulates keeps its gradients through the passes of a step: its update zeroes
+    # them without freeing them, so the timed passes (and the peak memory) are those of micro-batches 2..N.
+    # DeepSpeed's gradient buffers persist on their own.
+    holds = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro) > 1
+    if hasattr(stepper, "keep_grads"):
+        stepper.keep_grads = holds
     try:
         if RANK == 1 and (spec.fault == "oom-measuring-rank1" and micro > 1 or spec.fault == "oom-measuring-rank1-all"):
             # Test hook: only rank 1 runs out of memory (above micro-batch 1, or at every size), while rank 0
@@ -433,6 +441,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             "pass_spread_s": max(passes) - min(passes), "update_spread_s": max(updates) - min(updates),
             "pass_times_s": passes, "update_times_s": updates, "repetitions": len(passes),
             "warmup_s": sum(warm), "compile_s": warm[0] if compile_on else 0.0, "kernel": kernel,
+            "gradients_held": holds,
         }
         if slower:
             out["stopped_early"] = slower
