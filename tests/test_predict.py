@@ -114,8 +114,9 @@ def test_the_shipped_measurements_agree_with_one_kappa(presets):
     cal = calibration.calibrate(rows, presets)["GPTNeoX"]
     t = 1 + calibration.FIT_TOLERANCE  # a fit boundary is only this sharp
     assert cal.rows >= 11 and cal.low / t < cal.kappa <= cal.high * t
-    # Every Pythia fit agrees but one: Pythia-6.9B naive fit micro-batch 1 on one H200 (137 GB at its peak),
-    # where the memory model puts it above the GPU (docs/measurements.md). It is the one conflict.
+    # Every Pythia fit agrees but one: Pythia-6.9B naive fit micro-batch 1 on one H200 (137 GB at its peak,
+    # measured with its gradients freed between passes), where the memory model puts it above the GPU
+    # (docs/measurements.md). It is the one conflict.
     disagree = []
     for r in rows:
         b = calibration.fit_bracket(r, presets)
