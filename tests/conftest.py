@@ -17,6 +17,8 @@ os.environ.setdefault("TUI_PLANNER_MAX_REPETITIONS", "3")
 
 
 _SESSION_TEMP: list[Path] = []
+_CONFIG: list = []  # the controller's config (pytest-xdist's, or the one process of a run without it)
+_STARTED: list = []  # (thread, stop event) for each shared sweep the controller started
 
 
 def pytest_configure(config):
@@ -25,6 +27,7 @@ def pytest_configure(config):
     of the run, trials included, gets one folder of this run's instead, removed when the run ends."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    _CONFIG.append(config)
     import atexit
     import tempfile
 
@@ -62,24 +65,104 @@ def _no_user_presets(tmp_path_factory, monkeypatch):
 
 
 def once_per_run(tmp_path_factory, name: str, make) -> Path:
-    """make(folder) runs once for the whole test run, in whichever pytest-xdist worker asks first; the
-    others wait for it and share the folder (each worker's temp folder sits under one root)."""
-    from filelock import FileLock
-
+    """make(folder) runs once for the whole test run, in whichever pytest-xdist worker asks first (or in
+    the controller, which starts the suite's shared sweeps when the run begins: see SHARED); the others
+    wait for it and share the folder (each worker's temp folder sits under one root)."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent
+    return _once(root, name, make)
+
+
+def _once(root: Path, name: str, make, stop=None) -> Path:
+    from filelock import FileLock
+
     folder = root / name
     with FileLock(str(folder) + ".lock"):
         if not (folder / "done").exists():
             shutil.rmtree(folder, ignore_errors=True)  # a make that failed half-way in another worker
             folder.mkdir()
-            make(folder)
-            (folder / "done").touch()
+            if stop is None:
+                make(folder)
+            else:
+                make(folder, stop)
+            if stop is None or not stop.is_set():
+                (folder / "done").touch()
     return folder
 
 
+def _sweep_into(folder: Path, stop=None, **kw) -> None:
+    """A real sweep into folder/r.duckdb; its events go to folder/events.pickle."""
+    from engine.bench.sweep import SweepRequest, run_sweep
+
+    seen: list = []
+    run_sweep(SweepRequest(model="tiny-neox", device="cpu", presets=(TINY,), compile=False, repetitions=3, warmup=1,
+                           db=str(folder / "r.duckdb"), **kw), on_event=seen.append, stop=stop)
+    (folder / "events.pickle").write_bytes(pickle.dumps(seen))
+
+
 OFFLOAD_SWEEP = ("naive", "free-lunch", "zero2+offload", "ckpt+fsdp3+offload")
+
+
+def _make_offload_sweep(folder: Path, stop=None) -> None:
+    _sweep_into(folder, stop, methods="all", exhaustive=True, only=OFFLOAD_SWEEP, timeout_s=900)
+
+
+def _make_two_ranks(folder: Path, stop=None) -> None:
+    _sweep_into(folder, stop, num_gpus=2, methods="all", exhaustive=True, only=("free-lunch", "fsdp3", "zero1"),
+                max_micro_batch=2,
+                timeout_s=900)  # ZeRO-1's first run builds DeepSpeed's CPU ops: minutes on a loaded machine
+
+
+# The suite's shared sweeps, by the name of the session fixture that returns each one's folder. Each is a
+# chain of real trials minutes long, and its tests wait for it: under pytest-xdist the controller (which
+# runs no tests) starts the ones the collected tests use as the run begins, so none is left to the end of
+# the run, when the other workers have nothing left to do beside it.
+SHARED = {"offload_sweep": ("offload-sweep", _make_offload_sweep), "two_ranks": ("two-ranks", _make_two_ranks)}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    """In each worker: say which shared sweeps the collected tests use (the controller reads it)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    root = session.config._tmp_path_factory.getbasetemp().parent
+    for fixture, (name, _) in SHARED.items():
+        if any(fixture in getattr(item, "fixturenames", ()) for item in session.items):
+            (root / f"{name}.wanted").touch()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """In the controller, once a worker has collected: start the shared sweeps its tests use."""
+    import threading
+
+    if _STARTED or not _CONFIG:
+        return
+    root = _CONFIG[0]._tmp_path_factory.getbasetemp()
+    for name, make in SHARED.values():
+        if (root / f"{name}.wanted").exists():
+            stop = threading.Event()
+
+            def run(name=name, make=make, stop=stop):
+                try:
+                    _once(root, name, make, stop)
+                except Exception:  # noqa: BLE001, S110 - the first test that needs it makes it again, and fails there
+                    pass
+
+            thread = threading.Thread(target=run, name=f"shared-{name}", daemon=True)
+            _STARTED.append((thread, stop))
+            thread.start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """In the controller: a shared sweep still running (a run stopped early, or deselected tests) is
+    stopped, its trial killed, before pytest removes the temp folders."""
+    for thread, stop in _STARTED:
+        stop.set()
+    for thread, _ in _STARTED:
+        thread.join(timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -88,14 +171,16 @@ def offload_sweep(tmp_path_factory) -> Path:
     for real once per test run: DeepSpeed's offload trials are the slowest of the suite (two launches each,
     and a CPU Adam build on a fresh machine), and the engine's and the recipe's tests read the same rows.
     Returns the folder with `r.duckdb` (copy it before writing) and `events.pickle` (the sweep's events)."""
+    return once_per_run(tmp_path_factory, "offload-sweep", _make_offload_sweep)
 
-    def make(folder: Path) -> None:
-        from engine.bench.sweep import SweepRequest, run_sweep
 
-        seen = []
-        run_sweep(SweepRequest(model="tiny-neox", methods="all", exhaustive=True, only=OFFLOAD_SWEEP, device="cpu",
-                               presets=(TINY,), compile=False, repetitions=3, warmup=1, timeout_s=900,
-                               db=str(folder / "r.duckdb")), on_event=seen.append)
-        (folder / "events.pickle").write_bytes(pickle.dumps(seen))
+@pytest.fixture(scope="session")
+def two_ranks(tmp_path_factory) -> dict:
+    """free-lunch (DDP), FSDP-3 and ZeRO-1 on two CPU ranks over gloo, micro-batch at most 2 so that each
+    accumulates 4 passes (tiny-neox's batch of 16 over two ranks), measured once per test run: the rows by
+    sharding (none, fsdp3, zero1). A module fixture swept again in each worker that got one of its tests."""
+    from engine.data.store import Store
 
-    return once_per_run(tmp_path_factory, "offload-sweep", make)
+    folder = once_per_run(tmp_path_factory, "two-ranks", _make_two_ranks)
+    with Store.open(folder / "r.duckdb", read_only=True) as s:
+        return {r["sharding"]: r for r in s.trials(model="tiny-neox")}

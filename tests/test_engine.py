@@ -464,18 +464,6 @@ def test_naive_turns_the_presets_fused_kernels_off(tmp_path):
     assert row["feasible"] and "turned off (naive)" in row["kernel"]
 
 
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    """free-lunch (DDP), FSDP-3 and ZeRO-1 on two CPU ranks over gloo, micro-batch at most 2 so that each
-    accumulates 4 passes (tiny-neox's batch of 16 over two ranks): one sweep for the two tests below."""
-    req = _request(tmp_path_factory.mktemp("two-ranks"), num_gpus=2, methods="all", exhaustive=True,
-                   only=("free-lunch", "fsdp3", "zero1"), max_micro_batch=2,
-                   timeout_s=900)  # ZeRO-1's first run builds DeepSpeed's CPU ops: minutes on a loaded machine
-    _sweep(req)
-    with Store.open(req.db, read_only=True) as s:
-        return {r["sharding"]: r for r in s.trials(model="tiny-neox")}
-
-
 def test_two_processes_share_data_parallel_work_and_count_the_all_reduce_once(two_ranks):
     """Two CPU ranks over gloo: DDP times its passes inside no_sync and adds the step's one gradient
     all-reduce to the update; FSDP (which reduces on every pass) and ZeRO-1 run sharded."""
