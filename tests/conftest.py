@@ -1,3 +1,4 @@
+import hashlib
 import os
 import pickle
 import shutil
@@ -14,6 +15,15 @@ sys.path.insert(0, str(ROOT))
 # CPU trials rarely meet the timing's spread rule, so each would time the full 20 repetitions: three are
 # what the tests check (engine.bench.environment.max_repetitions; trial processes inherit the variable).
 os.environ.setdefault("TUI_PLANNER_MAX_REPETITIONS", "3")
+
+# DeepSpeed's CPU ops (CPU Adam, its shared-memory comm, fused Adam) are built by torch's JIT the first
+# time a ZeRO trial needs them, minutes each on 2 cores, into ~/.cache/torch_extensions/py311_cpu; a build
+# records the Python environment's paths, so another virtual environment of the project on the same machine
+# (another clone's) builds them again over it, and the next run here builds again. The suite keeps its
+# builds in a folder of its environment's own (torch and DeepSpeed honour TORCH_EXTENSIONS_DIR; a user's
+# own setting wins), built once.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(
+    Path.home() / ".cache" / "torch_extensions" / f"tui-planner-tests-{hashlib.sha1(sys.prefix.encode()).hexdigest()[:10]}"))
 
 
 _SESSION_TEMP: list[Path] = []
