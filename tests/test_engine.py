@@ -114,6 +114,16 @@ def test_a_stale_build_lock_is_cleared_and_a_held_one_is_not(tmp_path, monkeypat
     finally:
         os.close(fd)
     assert clear_build_locks([held]) == [held] and not held.exists()
+    # TORCH_EXTENSIONS_DIR set: torch builds each op straight in it (no py311_cpu folder between).
+    direct = tmp_path / "cpu_adam" / "lock"
+    direct.parent.mkdir()
+    fd = os.open(direct, os.O_CREAT | os.O_RDONLY)
+    try:
+        assert build_locks_held_by([os.getpid()]) == {direct.resolve()}
+    finally:
+        os.close(fd)
+    os.utime(direct, (time.time() - 7200, time.time() - 7200))
+    assert clear_build_locks(older_than_s=3600) == [direct] and not direct.exists()
 
 
 def test_the_repetitions_cap_is_read_from_the_environment_and_never_cuts_a_requests_own(tmp_path, monkeypatch):

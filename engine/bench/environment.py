@@ -225,8 +225,10 @@ def extensions_root() -> Path:
 
 
 def _locks() -> list[Path]:
+    """Every build's lock: torch builds an op in <root>/py311_cpu/<op> by default, and in <root>/<op> when
+    TORCH_EXTENSIONS_DIR names the root."""
     root = extensions_root()
-    return list(root.glob("*/*/lock")) if root.is_dir() else []
+    return [*root.glob("*/lock"), *root.glob("*/*/lock")] if root.is_dir() else []
 
 
 def build_locks_held_by(pids) -> set[Path]:
