@@ -62,6 +62,7 @@ def _leave_no_temp_folder(temp: Path) -> None:
         pass
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_auto_num_workers(config):
     """Two workers more than the cores: many tests spend seconds waiting (a trial's timeout, a process's
     start, the app's pilot waiting for it to go idle), and the spare workers fill them. With one spare, a
