@@ -3,6 +3,7 @@ predictions (engine/predict/) for every GPU preset x count no measurement covers
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -45,7 +46,12 @@ def calibrate_generations(store: Store, presets, folder: Path) -> None:
     if base is None or not (folder / "sources.toml").exists():
         return
     cal = calibrate(presets, base, load(folder, gpu_ids=set(presets.gpus)))
-    (folder / CALIBRATION_FILE).write_text(json.dumps(cal.to_json(), indent=1, sort_keys=True) + "\n")
+    # Written beside and renamed into place: a predictor reading it meanwhile (another process, or a test
+    # worker while another rebuilds the database) sees the old file or the new one, never half of one.
+    target = folder / CALIBRATION_FILE
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(cal.to_json(), indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, target)
 
 
 def add_predictions(store: Store, presets) -> int:
