@@ -382,7 +382,8 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     # A configuration that accumulates keeps its gradients through the passes of a step: its update zeroes
     # them without freeing them, so the timed passes (and the peak memory) are those of micro-batches 2..N.
     # DeepSpeed's gradient buffers persist on their own.
-    holds = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro) > 1
+    accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
+    holds = accum > 1
     if hasattr(stepper, "keep_grads"):
         stepper.keep_grads = holds
     try:
@@ -407,7 +408,6 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         # step. Under ZeRO-2/3 and FSDP each timed pass includes its gradient reduction, as in training.
         passes, updates, synced = [], [], []
         ddp = stepper.no_sync_is_real() if hasattr(stepper, "no_sync_is_real") else False
-        accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
         slower = ""
         if device == "cuda":
             torch.cuda.reset_accumulated_memory_stats()  # retries while timing, not the batch search's OOMs
