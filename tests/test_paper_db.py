@@ -130,3 +130,38 @@ def test_every_shipped_prediction_lies_inside_its_own_band(db):
     outside = [(r["model"], r["gpu"], r["num_gpus"], r["days"], r["days_low"], r["days_high"]) for r in rows
                if not (r["days_low"] <= r["days"] * (1 + 1e-9) and r["days"] <= r["days_high"] * (1 + 1e-9))]
     assert not outside, outside[:5]
+
+
+def test_a_later_measurement_of_a_combination_supersedes_an_earlier_one(tmp_path):
+    import datetime as dt
+
+    from engine.data.jsonl import mark_superseded
+    from engine.data.store import Trial
+
+    def row(label, day, **kw):
+        base = {"model": "pythia-1b", "gpu": "h100", "num_gpus": 1, "key": f"pythia-1b|h100|1|1|{label}|cuda",
+                "source": "measured", "feasible": True, "days": 40.0, "training_run": "t",
+                "created_at": dt.datetime(2026, 11, day, 12)}
+        return Trial(**{**base, **kw})
+
+    with Store.open(tmp_path / "s.duckdb") as s:
+        s.add_trials([
+            row("free-lunch", 22, trial_id="old-fast", days=30.0),   # timed with the gradients freed
+            row("free-lunch", 24, trial_id="new-oom", feasible=False, days=None, failure_kind="oom"),
+            row("ckpt", 22, trial_id="ckpt-ok", days=50.0),
+            row("ckpt", 24, trial_id="ckpt-hung", feasible=False, days=None, failure_kind="timeout"),
+            row("naive", 22, trial_id="naive-a", days=90.0),
+            row("naive", 23, trial_id="naive-b", days=91.0),
+            row("naive", 24, trial_id="naive-c", days=92.0, training_run="other"),  # another run: its own
+        ])
+        assert mark_superseded(s) == 2
+        assert mark_superseded(s) == 0  # once is enough
+        got = {r["trial_id"]: r for r in s.query("SELECT * FROM trials")}
+    old = got["old-fast"]
+    assert old["failure_kind"] == "superseded" and not old["feasible"] and old["days"] == 30.0  # kept, not used
+    assert "new-oom" in old["failure_message"] and "oom" in old["failure_message"] and "30.0 days" in old["failure_message"]
+    assert got["naive-a"]["failure_kind"] == "superseded" and got["naive-b"]["failure_kind"] is None
+    # a timeout says nothing about the combination: the earlier time stands; other runs are not compared
+    assert got["ckpt-ok"]["feasible"] and got["ckpt-ok"]["failure_kind"] is None
+    assert got["naive-c"]["failure_kind"] is None and got["new-oom"]["failure_kind"] == "oom"
+

@@ -55,3 +55,40 @@ def import_jsonl(store: Store, path: Path, models=None) -> int:
     if any(r.source == "measured" and r.search is None for r in runs):
         store.fill_search_cost()
     return len(trials)
+
+
+
+def _final(t: str = "") -> str:
+    """SQL: a final outcome, a time or a verdict that the combination cannot run here (findings' rule, in
+    engine/plan/findings.py). A crash or a timeout says nothing about the combination and replaces nothing."""
+    return (f"(({t}feasible AND {t}days IS NOT NULL AND {t}failure_kind IS NULL) "
+            f"OR {t}failure_kind IN ('oom', 'dominated', 'refused'))")
+
+
+_SUPERSEDE_SQL = f"""
+UPDATE trials AS t
+SET feasible = false, failure_kind = 'superseded',
+    failure_message = format('superseded by a later measurement of this combination (trial {{}}, {{}}: {{}}); '
+                             'this one said {{}}', left(l.trial_id, 8), strftime(l.created_at, '%Y-%m-%d %H:%M'),
+                             l.outcome, coalesce(printf('%.1f days', t.days), t.failure_kind))
+FROM (SELECT key, training_run, arg_max(trial_id, created_at) AS trial_id, max(created_at) AS created_at,
+             arg_max(coalesce(printf('%.1f days', days), failure_kind), created_at) AS outcome
+      FROM trials WHERE source = 'measured' AND {_final()} GROUP BY key, training_run) AS l
+WHERE t.source = 'measured' AND {_final("t.")} AND t.key = l.key
+  AND t.training_run IS NOT DISTINCT FROM l.training_run AND t.created_at < l.created_at
+"""
+
+
+def mark_superseded(store: Store) -> int:
+    """Where one combination of one cell (a trial key, on one training run) was measured more than once with
+    a final outcome, keep the latest and mark the earlier ones 'superseded' (not feasible; the message names
+    the later trial and says what each found); returns how many it marked. Results files from several
+    machines and days meet in one database (the shipped one is built from data/measured/), and a
+    re-measurement is made for a reason, usually an engine fix (timed passes that hold the gradients showed
+    that Pythia-6.9B's free-lunch does not fit one H200): the later row is the one to believe, as findings
+    already takes it. Marked, not deleted: the rows stay browsable, and nothing ranks, fits or calibrates
+    on a row that is not feasible."""
+    count = "SELECT count(*) AS n FROM trials WHERE failure_kind = 'superseded'"
+    before = store.query(count)[0]["n"]
+    store.con.execute(_SUPERSEDE_SQL)
+    return store.query(count)[0]["n"] - before

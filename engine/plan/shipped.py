@@ -20,10 +20,11 @@ def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
         paperdb.add_paper(store, data_dir / "paper", presets)
         measured = data_dir / "measured"
         if measured.is_dir():
-            from engine.data.jsonl import import_jsonl
+            from engine.data.jsonl import import_jsonl, mark_superseded
 
             for f in sorted(measured.glob("*.jsonl")):
                 import_jsonl(store, f, presets.models)
+            mark_superseded(store)  # a combination measured again: the later row counts
         if predictions:
             calibrate_generations(store, presets, data_dir / "external")
             add_predictions(store, presets)
