@@ -92,10 +92,22 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
     candidates = micro_batches(model, n)
     if failed_at is not None:
         return ((cap - stat) / (failed_at * act), math.inf)
-    hi = (cap - stat) / (searched * act)
+    hi = math.inf if gradients_freed(row, methods) else (cap - stat) / (searched * act)
     nxt = searched * 2
     lo = (cap - stat) / (nxt * act) if nxt in candidates else 0.0
-    return (lo, hi)
+    return (lo, hi) if lo > 0 or hi < math.inf else None
+
+
+def gradients_freed(row: Mapping[str, Any], methods: Methods) -> bool:
+    """A row timed before the engine held the gradients between accumulated passes (2026-11-24; rows since
+    record `gradients_held`): each pass followed an update that freed them, so its micro-batch fitting says
+    nothing about a training step, whose passes 2..N run with the gradients on the GPU (Pythia-6.9B naive
+    'fitted' one H200 at 137 GB that way; with them held it does not). Only where the engine's own steppers
+    hold them on the GPU: DeepSpeed keeps its own, and FSDP with offloading keeps them in host memory.
+    That it did not fit twice the micro-batch still holds."""
+    if "gradients_held" in provenance_of(row.get("provenance")) or int(row.get("grad_accum") or 1) <= 1:
+        return False
+    return not (methods.deepspeed or (methods.fsdp and methods.offloading))
 
 
 _DOES_NOT_FIT = re.compile(r"does not fit micro-batch (\d+)")
