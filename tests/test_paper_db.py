@@ -165,3 +165,17 @@ def test_a_later_measurement_of_a_combination_supersedes_an_earlier_one(tmp_path
     assert got["ckpt-ok"]["feasible"] and got["ckpt-ok"]["failure_kind"] is None
     assert got["naive-c"]["failure_kind"] is None and got["new-oom"]["failure_kind"] == "oom"
 
+
+def test_the_shipped_pythia_6_9b_on_one_h200_is_its_measurement_with_the_gradients_held(db):
+    # Timed with its gradients freed between passes, free-lunch 'fitted' micro-batch 2 (276 days); held, it
+    # runs out of memory at 1, and checkpointing is the fastest that trains. The ranking must say so.
+    from engine.plan.ranking import RankRequest, rank
+
+    fl = db.query("SELECT failure_kind, days FROM trials WHERE source = 'measured' AND model = 'pythia-6.9b' "
+                  "AND gpu = 'h200' AND num_gpus = 1 AND key LIKE '%|free-lunch|%' ORDER BY created_at")
+    assert [r["failure_kind"] for r in fl] == ["superseded", "oom"]
+    presets = load_presets(include_user=False)
+    best = [o for o in rank(db, RankRequest(model="pythia-6.9b", budget_usd=1e7, gpus_allowed=("h200",)), presets)
+            if o.get("num_gpus") == 1 and o.get("source") == "measured"]
+    assert len(best) == 1 and best[0]["activation_checkpointing"] and best[0]["sharding"] == "none"
+    assert best[0]["days"] > 290 and best[0]["mfu"] < 0.55
