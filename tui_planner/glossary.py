@@ -80,6 +80,10 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
              "predicted first, and even the fast end of its band is no faster than a time already measured in "
              "the same search, so it was not run; its prediction and the reason are kept.",
              "saves most of a search's time; `bench --exhaustive` measures it anyway."),
+        Term("superseded", "measured again later",
+             "a later measurement of the same setting on the same GPUs replaced this one (its message names "
+             "the later trial and what each found), e.g. after an engine fix.",
+             "kept for the record, never ranked: read the later row."),
         Term("refused, failed, timeout, unsupported", "no usable time",
              "refused: faster than the GPU's peak; failed or timeout: the trial crashed or hung; unsupported: "
              "the GPU or software cannot run this setting.",
