@@ -57,7 +57,6 @@ def import_jsonl(store: Store, path: Path, models=None) -> int:
     return len(trials)
 
 
-
 def _final(t: str = "") -> str:
     """SQL: a final outcome, a time or a verdict that the combination cannot run here (findings' rule, in
     engine/plan/findings.py). A crash or a timeout says nothing about the combination and replaces nothing."""
@@ -88,7 +87,4 @@ def mark_superseded(store: Store) -> int:
     that Pythia-6.9B's free-lunch does not fit one H200): the later row is the one to believe, as findings
     already takes it. Marked, not deleted: the rows stay browsable, and nothing ranks, fits or calibrates
     on a row that is not feasible."""
-    count = "SELECT count(*) AS n FROM trials WHERE failure_kind = 'superseded'"
-    before = store.query(count)[0]["n"]
-    store.con.execute(_SUPERSEDE_SQL)
-    return store.query(count)[0]["n"] - before
+    return store.con.execute(_SUPERSEDE_SQL).fetchone()[0]  # DuckDB answers an UPDATE with its row count
