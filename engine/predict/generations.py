@@ -164,43 +164,79 @@ def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: i
     gf.rows = {g: len(v) for g, v in by_gen.items()}
     gf.rows[BASE] = sum(1 for t in terms if t.generation == BASE)
 
-    def loss(rows: Iterable[RowTerms]) -> float:
-        return sum((math.log(max(gf.predict(t), 1e-30)) - t.y) ** 2 for t in rows)
+    # Each search varies one factor: the rest of every row's prediction is computed once per search, in the
+    # order GenerationFit.predict computes it (so the fit is the same to the last bit, only faster).
+    def resolved(t: RowTerms) -> tuple[float, float, float, float]:
+        kc, ka, km, _ = gf.factors(t.generation)
+        return gf.source.get(t.row.source, 1.0), kc, ka, km
+
+    log = math.log  # below, (log(max(p, 1e-30)) - y) ** 2 written out: the fit's inner loop
 
     comm_rows = [t for t in terms if t.comm > 0]
     attention_rows = [t for t in terms if t.a_attention > 0.05 * t.a]  # where attention's share can show
     for _ in range(cycles):
         for s, rows in by_source.items():
-            def f(u, s=s, rows=rows):
-                gf.source[s] = math.exp(u)
-                return loss(rows)
+            inner = []
+            for t in rows:
+                _, kc, ka, km = resolved(t)
+                inner.append((kc * t.a + gf.attention * ka * t.a_attention + km * t.b, gf.exposed * t.comm, t.y))
+
+            def f(u, inner=inner):
+                v = math.exp(u)
+                return sum((log(1e-30 if (p := v * x + e) < 1e-30 else p) - y) ** 2 for x, e, y in inner)
             gf.source[s] = math.exp(_golden(f, -SOURCE_BOUND, SOURCE_BOUND))
         for g, rows in by_gen.items():
             floor = -LOG_BOUND if not BOUND_BY_LINE else math.log(max(t.line_kc / gf.source[t.row.source] for t in rows))
+            weight, ka, km = SPLIT_WEIGHT * len(rows), gf.ka[g], gf.km[g]
+            srcs = [gf.source.get(t.row.source, 1.0) for t in rows]
+            parts = [(sv, t.a, gf.attention * ka * t.a_attention, km * t.b, gf.exposed * t.comm, t.y)
+                     for sv, t in zip(srcs, rows)]
+            log_km = math.log(km)
 
-            def fc(u, g=g, rows=rows):
-                gf.kc[g] = math.exp(u)
-                return loss(rows) + SPLIT_WEIGHT * len(rows) * (u - math.log(gf.km[g])) ** 2
-            gf.kc[g] = math.exp(_golden(fc, max(-LOG_BOUND, floor), LOG_BOUND))
+            def fc(u, parts=parts, log_km=log_km, weight=weight):
+                v = math.exp(u)
+                return (sum((log(1e-30 if (p := sv * (v * a + x2 + x4) + e) < 1e-30 else p) - y) ** 2
+                            for sv, a, x2, x4, e, y in parts) + weight * (u - log_km) ** 2)
+            kc = gf.kc[g] = math.exp(_golden(fc, max(-LOG_BOUND, floor), LOG_BOUND))
 
-            def fm(u, g=g, rows=rows):
-                gf.km[g] = math.exp(u)
-                return loss(rows) + SPLIT_WEIGHT * len(rows) * (math.log(gf.kc[g]) - u) ** 2
-            gf.km[g] = math.exp(_golden(fm, -LOG_BOUND, LOG_BOUND))
+            parts = [(sv, kc * t.a + gf.attention * ka * t.a_attention, t.b, gf.exposed * t.comm, t.y)
+                     for sv, t in zip(srcs, rows)]
+            log_kc = math.log(kc)
 
-            def fa(u, g=g, rows=rows):
-                gf.ka[g] = math.exp(u)
-                return loss(rows) + SPLIT_WEIGHT * len(rows) * (math.log(gf.kc[g]) - u) ** 2
+            def fm(u, parts=parts, log_kc=log_kc, weight=weight):
+                v = math.exp(u)
+                return (sum((log(1e-30 if (p := sv * (x3 + v * b) + e) < 1e-30 else p) - y) ** 2
+                            for sv, x3, b, e, y in parts) + weight * (log_kc - u) ** 2)
+            km = gf.km[g] = math.exp(_golden(fm, -LOG_BOUND, LOG_BOUND))
+
+            parts = [(sv, kc * t.a, t.a_attention, km * t.b, gf.exposed * t.comm, t.y) for sv, t in zip(srcs, rows)]
+            att = gf.attention
+
+            def fa(u, parts=parts, log_kc=log_kc, weight=weight, att=att):
+                v = math.exp(u)
+                return (sum((log(1e-30 if (p := sv * (x1 + att * v * aa + x4) + e) < 1e-30 else p) - y) ** 2
+                            for sv, x1, aa, x4, e, y in parts)
+                        + weight * (log_kc - u) ** 2)
             gf.ka[g] = math.exp(_golden(fa, -LOG_BOUND, LOG_BOUND))
         if attention_rows and FIT_ATTENTION:
-            def fat(u):
-                gf.attention = math.exp(u)
-                return loss(attention_rows)
+            parts = []
+            for t in attention_rows:
+                sv, kc, ka, km = resolved(t)
+                parts.append((sv, kc * t.a, ka, t.a_attention, km * t.b, gf.exposed * t.comm, t.y))
+
+            def fat(u, parts=parts):
+                v = math.exp(u)
+                return sum((log(1e-30 if (p := sv * (x1 + v * ka * aa + x4) + e) < 1e-30 else p) - y) ** 2
+                           for sv, x1, ka, aa, x4, e, y in parts)
             gf.attention = math.exp(_golden(fat, -LOG_BOUND, LOG_BOUND))
         if comm_rows:
-            def fe(e):
-                gf.exposed = e
-                return loss(comm_rows)
+            parts = []
+            for t in comm_rows:
+                sv, kc, ka, km = resolved(t)
+                parts.append((sv * (kc * t.a + gf.attention * ka * t.a_attention + km * t.b), t.comm, t.y))
+
+            def fe(e, parts=parts):
+                return sum((log(1e-30 if (p := x6 + e * c) < 1e-30 else p) - y) ** 2 for x6, c, y in parts)
             gf.exposed = _golden(fe, 0.0, 1.0)
     return gf
 
