@@ -15,6 +15,7 @@ import pytest
 
 from conftest import ROOT, TINY
 from engine.bench import events as ev
+from engine.bench.agent import MODULE as AGENT
 from engine.bench.sweep import SweepRequest, run_sweep
 from engine.data.errors import PlannerError, StoreError
 from engine.data.jsonl import import_jsonl
@@ -224,7 +225,7 @@ def _marked(mark: str, text: str = "engine.bench.trial") -> list[int]:
             except OSError:
                 continue
             if text in cmd and f"TUI_PLANNER_TEST_MARK={mark}".encode() in env:
-                if text.startswith("engine.") and "torch.distributed.run" in cmd:
+                if text.startswith("engine.") and text != AGENT and AGENT in cmd:
                     continue  # torchrun's agent names the module too: the workers are what we look for
                 found.append(int(pid))
     return found
@@ -251,7 +252,7 @@ def test_killing_bench_as_a_worker_starts_leaves_no_worker(tmp_path, attempt):
         while time.time() < end and _marked(mark):
             time.sleep(0.1)
         assert not _marked(mark), "a trial worker outlived the sweep that started it"
-        assert not _marked(mark, "torch.distributed.run")
+        assert not _marked(mark, AGENT)
     finally:
         bench.kill()
         for pid in _marked(mark, ""):

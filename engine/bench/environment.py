@@ -93,6 +93,10 @@ def _owner_alive(token: str) -> bool:
     return now is not None and (not started or now == started)  # the same process, not a reused pid
 
 
+# A worker's parent, by its command line: our wrapper of torchrun's agent (engine.bench.agent), or torchrun.
+AGENTS = (b"engine.bench.agent", b"torch.distributed.run", b"torchrun")
+
+
 def guard_worker(poll_s: float = 0.5) -> None:
     """Called first thing in a trial or verify worker (torchrun's child): die with torchrun, and end at once
     if the process that owns the trial is gone or torchrun already is (either can die in the moment
@@ -111,7 +115,7 @@ def guard_worker(poll_s: float = 0.5) -> None:
             agent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
         except OSError:
             return True
-        return os.getppid() != parent or b"torch.distributed" not in agent and b"torchrun" not in agent
+        return os.getppid() != parent or not any(name in agent for name in AGENTS)
 
     def end() -> None:
         try:
@@ -129,6 +133,24 @@ def guard_worker(poll_s: float = 0.5) -> None:
                 end()
 
     threading.Thread(target=watch, name="owner-watch", daemon=True).start()
+
+
+def end_worker(code: int) -> None:
+    """End a process we start (a trial or verify worker once its result is written and its process group
+    left; torchrun's agent once its workers are gone) without Python's teardown: unloading torch's and transformers' thousands of modules costs 1-2 CPU-s a process,
+    more than a tiny CPU trial measures. Exit handlers still run first (torch.compile's worker pool stops
+    in one), and the output is flushed."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 # Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.

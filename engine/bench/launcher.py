@@ -1,4 +1,5 @@
 """Launch one trial in its own process group through torchrun, with a timeout, and collect its result.
+(torchrun's agent runs as engine.bench.agent: torch.distributed.run's main, ending without Python's teardown.)
 
 A crash, a CUDA error or a hung collective ends that process group, never the caller: the trial is
 killed (SIGTERM, then SIGKILL), recorded with why, and the sweep goes on. The launcher itself is
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from engine.bench import agent
 from engine.bench.environment import build_locks_held_by, clear_build_locks, launched_by, trial_env
 from engine.bench.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
 
@@ -56,7 +58,7 @@ def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, endpoint:
     """One torchrun agent's command: standalone for one node, c10d rendezvous at `endpoint` for more.
     Its logs go beside the result file (without --log-dir torchrun leaves a torchelastic_* folder in the
     temp directory on every launch); run_trial removes them with the trial."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--log-dir={log_dir(out_path)}"]
+    cmd = [*agent.command(), f"--log-dir={log_dir(out_path)}"]
     if spec.num_nodes == 1:
         cmd += ["--standalone", "--nnodes=1"]
     else:

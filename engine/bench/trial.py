@@ -567,4 +567,6 @@ def finish_rank(result: dict[str, Any], out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.bench.environment import end_worker
+
+    end_worker(main())  # an exception raised before main returns ends the process as Python would

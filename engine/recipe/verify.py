@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from engine.bench import agent
 from engine.recipe import export as recipe
 from engine.bench.environment import host_info, launched_by, probe, trial_env
 from engine.data.errors import PlannerError
@@ -121,7 +122,7 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
                 "device": device, "warmup": req.warmup, "seed": 0}
         spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec_path.write_text(json.dumps(spec))
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--log-dir={Path(tmp) / 'logs'}", "--standalone", "--nnodes=1",
+        cmd = [*agent.command(), f"--log-dir={Path(tmp) / 'logs'}", "--standalone", "--nnodes=1",
                f"--nproc-per-node={plan['world_size']}", "--max-restarts=0", "-m", "engine.recipe.verify_worker",
                str(spec_path), str(result_path)]
         status, tail, duration = _launch(cmd, Path(tmp), req.timeout_s, on_event)

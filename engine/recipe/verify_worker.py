@@ -145,4 +145,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.bench.environment import end_worker
+
+    end_worker(main())  # an exception raised before main returns ends the process as Python would
