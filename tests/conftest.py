@@ -16,12 +16,10 @@ sys.path.insert(0, str(ROOT))
 # what the tests check (engine.bench.environment.max_repetitions; trial processes inherit the variable).
 os.environ.setdefault("TUI_PLANNER_MAX_REPETITIONS", "3")
 
-# DeepSpeed's CPU ops (CPU Adam, its shared-memory comm, fused Adam) are built by torch's JIT the first
-# time a ZeRO trial needs them, minutes each on 2 cores, into ~/.cache/torch_extensions/py311_cpu; a build
-# records the Python environment's paths, so another virtual environment of the project on the same machine
-# (another clone's) builds them again over it, and the next run here builds again. The suite keeps its
-# builds in a folder of its environment's own (torch and DeepSpeed honour TORCH_EXTENSIONS_DIR; a user's
-# own setting wins), built once.
+# CPU trials build no DeepSpeed op (engine.bench.steppers.cpu_deepspeed), but torch's JIT would put any
+# build of this run's environment in ~/.cache/torch_extensions/py311_cpu, over another clone's: the suite
+# keeps them in a folder of its environment's own (torch and DeepSpeed honour TORCH_EXTENSIONS_DIR; a user's
+# own setting wins).
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(
     Path.home() / ".cache" / "torch_extensions" / f"tui-planner-tests-{hashlib.sha1(sys.prefix.encode()).hexdigest()[:10]}"))
 
@@ -123,7 +121,7 @@ def _make_offload_sweep(folder: Path, stop=None) -> None:
 def _make_two_ranks(folder: Path, stop=None) -> None:
     _sweep_into(folder, stop, num_gpus=2, methods="all", exhaustive=True, only=("free-lunch", "fsdp3", "zero1"),
                 max_micro_batch=2,
-                timeout_s=900)  # ZeRO-1's first run builds DeepSpeed's CPU ops: minutes on a loaded machine
+                timeout_s=900)
 
 
 # The suite's shared sweeps, by the name of the session fixture that returns each one's folder. Each is a

@@ -89,6 +89,10 @@ def test_the_deepspeed_config_passes_deepspeeds_checker(swept, tmp_path, monkeyp
     raw = json.loads((out / recipe.DEEPSPEED).read_text())
     assert raw["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
     assert raw["train_micro_batch_size_per_gpu"] == "auto"  # the Trainer fills it from training_args.json
+    # Measured on the CPU, where DeepSpeed would first compile its own Adam: torch's, as the trial ran, and said
+    assert raw["optimizer"]["params"]["torch_adam"] is True
+    plan = json.loads((out / recipe.PLAN).read_text())
+    assert any("torch's AdamW" in n for n in plan["notes"])
     try:
         args = _training_arguments(out, monkeypatch, output_dir=str(tmp_path / "ckpt"))
         filled = args.hf_deepspeed_config.config
@@ -228,6 +232,8 @@ def test_cpu_plans_degrade_fp16_and_say_so():
     assert not args["fp16"] and not args["bf16"] and args["use_cpu"]
     assert any("fp16" in n and "fp32" in n for n in notes)
     assert "fp16" not in recipe.deepspeed_config(row, presets.model("tiny-roberta"), "cpu")
+    gpu = recipe.deepspeed_config(row, presets.model("tiny-roberta"), "cuda")  # DeepSpeed's own Adam on a GPU
+    assert "torch_adam" not in gpu["optimizer"]["params"] and gpu["zero_optimization"]["offload_optimizer"]["pin_memory"]
 
 
 @pytest.mark.parametrize("name, expected", [

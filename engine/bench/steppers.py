@@ -80,6 +80,24 @@ class PlainStepper:
             self.opt.step()
         self.opt.zero_grad(set_to_none=not self.keep_grads)
 
+def cpu_deepspeed(device: str) -> dict[str, Any]:
+    """On the CPU, DeepSpeed would compile three C++ ops the first time a trial needs them (minutes each on
+    a small machine, in every new environment): its CPU Adam (with offload), a CPU "fused" Adam (without),
+    and a shared-memory all-reduce that only its inference tensor parallelism calls, never training. There
+    the trial takes torch's own AdamW (DeepSpeed's `torch_adam`; the optimizer params this returns) and
+    marks the shared-memory op unavailable, so DeepSpeed's comm uses torch.distributed as it does where
+    the op cannot build. On a GPU nothing changes: DeepSpeed's own Adam, as the paper's runs used."""
+    if device != "cpu":
+        return {}
+    try:
+        import deepspeed.ops
+
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # one dict, read at comm init
+    except (ImportError, AttributeError, TypeError):
+        pass  # another DeepSpeed: it builds the op, slower, the same result
+    return {"torch_adam": True}
+
+
 class DeepSpeedStepper:
     """DeepSpeed ZeRO stage 1/2/3; offload moves optimizer states (and at stage 3 parameters) to CPU."""
 
@@ -107,7 +125,7 @@ class DeepSpeedStepper:
             "optimizer": {
                 "type": "AdamW" if t.optimizer == "adamw" else "Adam",
                 "params": {"lr": t.lr, "betas": list(t.betas), "eps": t.eps, "weight_decay": t.weight_decay,
-                           "adam_w_mode": t.optimizer == "adamw"},
+                           "adam_w_mode": t.optimizer == "adamw", **cpu_deepspeed(device)},
             },
             "zero_allow_untested_optimizer": True,
             "steps_per_print": 10**9,

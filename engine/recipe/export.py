@@ -265,9 +265,20 @@ def for_device(args: dict, ds: dict | None, device: str, notes: list[str]) -> No
     if args.get("optim") == "adamw_torch_fused":
         args["optim"] = "adamw_torch"
         notes.append("fused AdamW is the benchmark's CUDA kernel: plain AdamW on the CPU")
+    if ds is not None:
+        cpu_deepspeed_config(ds, notes)
+
+
+def cpu_deepspeed_config(ds: dict, notes: list[str]) -> None:
+    """DeepSpeed on the CPU, as the CPU benchmark runs it (engine.bench.steppers.cpu_deepspeed): nothing
+    pinned, and torch's AdamW instead of DeepSpeed's Adam, a C++ op it would compile first (minutes)."""
     for section in ("offload_optimizer", "offload_param"):
-        if ds is not None and section in ds["zero_optimization"]:
+        if section in ds["zero_optimization"]:
             ds["zero_optimization"][section]["pin_memory"] = False
+    if "optimizer" in ds:
+        ds["optimizer"]["params"]["torch_adam"] = True
+        notes.append("DeepSpeed's own Adam is a C++ op it compiles on first use: on the CPU this trains with "
+                     "torch's AdamW, as the CPU benchmark does")
 
 
 # --- the files -------------------------------------------------------------------------------------
@@ -280,6 +291,8 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
     notes: list[str] = []
     args = training_args(row, model, device, notes)
     ds = deepspeed_config(row, model, device)
+    if ds is not None and device == "cpu":
+        cpu_deepspeed_config(ds, notes)
     world = row["num_gpus"] * row["num_nodes"]
     prov = _prov(row)
     keep = ("trial_id", "run_id", "source", "model", "gpu", "num_gpus", "num_nodes", "free_lunch", "compile", "tf32",
