@@ -167,3 +167,16 @@ def test_the_cli_shows_a_bad_preset_without_a_traceback(capsys):
 def test_missing_presets_path_is_a_clear_error(tmp_path):
     with pytest.raises(PresetError, match="existing TOML file"):
         load_presets([tmp_path / "nope.toml"])
+
+
+def test_a_parsed_preset_file_is_reused_only_for_the_same_bytes_and_never_shared():
+    """Presets are read again for every command: the parse of the same bytes is reused, as a fresh copy
+    (loading mutates what it merges), and bytes that changed are parsed again."""
+    from engine.data.presets import _parse_toml
+
+    text = b'[models.m]\nlayers = 2\nsizes = [1, 2]\n'
+    first, second = _parse_toml(text), _parse_toml(text)
+    assert first == second == {"models": {"m": {"layers": 2, "sizes": [1, 2]}}} and first is not second
+    first["models"]["m"]["sizes"].append(3)
+    assert _parse_toml(text)["models"]["m"]["sizes"] == [1, 2]
+    assert _parse_toml(text.replace(b"2\n", b"3\n", 1))["models"]["m"]["layers"] == 3

@@ -13,10 +13,13 @@ presets too: Presets.systems_for and Presets.why_no_system.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import math
+import pickle
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -438,10 +441,35 @@ def _read_bounded(path: Path) -> bytes:
     return data
 
 
+_PARSED: "collections.OrderedDict[bytes, bytes]" = collections.OrderedDict()  # file bytes -> pickled parse
+_PARSED_LOCK = threading.Lock()  # the app reads presets from worker threads too
+
+
+def _parse_toml(data: bytes) -> dict:
+    """tomllib's parse of these bytes, a fresh copy each call: the presets are read again for every command
+    the app or the CLI runs, and parsing them (~13 ms) is most of it. A file whose bytes changed is parsed
+    again; a copy from the pickle costs a tenth of a parse."""
+    with _PARSED_LOCK:
+        saved = _PARSED.get(data)
+        if saved is not None:
+            _PARSED.move_to_end(data)
+    if saved is not None:
+        return pickle.loads(saved)
+    parsed = tomllib.loads(data.decode("utf-8"))
+    try:
+        saved = pickle.dumps(parsed)
+    except RecursionError:  # nested deeper than pickle goes: parsed again each time, as before
+        return parsed
+    with _PARSED_LOCK:
+        _PARSED[data] = saved
+        while len(_PARSED) > 32:
+            _PARSED.popitem(last=False)
+    return parsed
+
+
 def _load_toml(path: Path) -> dict:
     try:
-        data = _read_bounded(path)
-        return tomllib.loads(data.decode("utf-8"))
+        return _parse_toml(_read_bounded(path))
     except UnicodeDecodeError as e:
         raise PresetError(str(path), None, f"UTF-8 text (byte {e.start} is not UTF-8)") from None
     except tomllib.TOMLDecodeError as e:
