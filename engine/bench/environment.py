@@ -227,7 +227,7 @@ def deepspeed_import_error(timeout_s: float = 120.0) -> str | None:
     env = trial_env()
     try:  # from an empty folder, as trials run: a deepspeed/ source tree here must not shadow the install
         with tempfile.TemporaryDirectory(prefix="tui-planner-ds-") as cwd:
-            done = subprocess.run([sys.executable, "-c", "import deepspeed"], env=env, capture_output=True,
+            done = subprocess.run([sys.executable, "-c", "import os, deepspeed; os._exit(0)"], env=env, capture_output=True,
                                   text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         return None  # slow (a cold network filesystem), not missing: the trials' own timeouts judge it
@@ -350,8 +350,9 @@ def probe() -> Machine:
                 m.driver = driver
         topo = _run([smi, "topo", "-m"])
         m.topology = re.sub(r"\x1b\[[0-9;]*m", "", topo) if topo else None  # nvidia-smi underlines the header
-    code = ("import json, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
-            "'n': torch.cuda.device_count() if torch.cuda.is_available() else 0}))")
+    code = ("import json, os, sys, torch; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
+            "'n': torch.cuda.device_count() if torch.cuda.is_available() else 0})); sys.stdout.flush(); "
+            "os._exit(0)")  # without Python's teardown of torch: a CPU second
     text = _run([sys.executable, "-c", code], timeout=120)
     if text:
         info = json.loads(text.strip().splitlines()[-1])
