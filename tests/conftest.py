@@ -39,6 +39,13 @@ def pytest_configure(config):
     import atexit
     import tempfile
 
+    # Every trial, agent and CLI process the suite starts imports the project's own modules; where the
+    # environment says not to write bytecode (PYTHONDONTWRITEBYTECODE), each compiled them from source
+    # again. Compiled once here, they are read like any installed package's (stale files are rewritten).
+    import compileall
+
+    for package in ("engine", "tui_planner"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         folder = Path(tempfile.mkdtemp(prefix="tui-planner-tests-"))
         _SESSION_TEMP.append(folder)
