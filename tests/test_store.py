@@ -151,3 +151,15 @@ def test_an_exhaustive_sweep_still_skips_what_cannot_fit(tmp_path):
         specs = [TrialSpec(key=k, model="m", gpu="h100", num_gpus=1, methods=FREE_LUNCH) for k in ("nofit", "dom")]
         assert _unrun_keys(s, specs, "memory") == {"nofit", "dom"}
         assert _unrun_keys(s, specs, "memory", cannot_fit_only=True) == {"nofit"}
+
+
+def test_a_provenance_read_for_reading_only_is_shared_and_cannot_be_changed():
+    from engine.data.store import provenance_of, provenance_view
+
+    text = '{"max_micro_batch_searched": 16, "versions": {"torch": "2.13"}}'
+    view = provenance_view(text)
+    assert dict(view) == provenance_of(text) and provenance_view(text) is view  # parsed once, shared
+    with pytest.raises(TypeError):
+        view["max_micro_batch_searched"] = 1  # type: ignore[index]
+    assert dict(provenance_view("{not json")) == {} and dict(provenance_view("[1]")) == {}
+    assert provenance_view({"a": 1}) == {"a": 1} and provenance_view(None) == {}

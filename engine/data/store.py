@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Sequence
 
 import duckdb
 
@@ -679,6 +681,19 @@ def provenance_of(value: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
+
+
+@functools.lru_cache(maxsize=2048)
+def _provenance_parsed(text: str) -> Mapping[str, Any]:
+    return MappingProxyType(provenance_of(text))
+
+
+def provenance_view(value: Any) -> Mapping[str, Any]:
+    """provenance_of for code that only reads it: the predictor reads every row's provenance again for each
+    of the many fits its validation makes, so the text is parsed once and the result shared, read-only."""
+    if isinstance(value, str):
+        return _provenance_parsed(value)
+    return provenance_of(value)
 
 
 def plain(value: Any) -> Any:

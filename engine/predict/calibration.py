@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model, Presets
 from engine.data.space import Methods
-from engine.data.store import provenance_of
+from engine.data.store import provenance_view
 from engine.predict.memory import (Need, activation_terms, arch_of, capacity_bytes, gb, methods_of,
                                    micro_batches, need, shape, static_terms)
 
@@ -63,7 +63,7 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
         s = shape(model)
     except PlannerError:
         return None
-    prov = provenance_of(row.get("provenance"))
+    prov = provenance_view(row.get("provenance"))
     searched = prov.get("max_micro_batch_searched")
     failed_at = None  # a micro-batch that ran out of memory, when that is all the row says
     if row.get("failure_kind") == "oom" and not searched:
@@ -106,7 +106,7 @@ def gradients_freed(row: Mapping[str, Any], methods: Methods) -> bool:
     'fitted' one H200 at 137 GB that way; with them held it does not). Only where the engine's own steppers
     hold them on the GPU: DeepSpeed keeps its own, and FSDP with offloading keeps them in host memory.
     That it did not fit twice the micro-batch still holds."""
-    if "gradients_held" in provenance_of(row.get("provenance")) or int(row.get("grad_accum") or 1) <= 1:
+    if "gradients_held" in provenance_view(row.get("provenance")) or int(row.get("grad_accum") or 1) <= 1:
         return False
     return not (methods.deepspeed or (methods.fsdp and methods.offloading))
 

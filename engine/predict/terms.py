@@ -44,7 +44,7 @@ from engine.data import formulas, space
 from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model
 from engine.data.space import Methods
-from engine.data.store import provenance_of
+from engine.data.store import provenance_view
 from engine.predict import memory
 from engine.predict.memory import shape
 
@@ -118,7 +118,7 @@ def dense_causal_mask_of(row: Mapping[str, Any], model: Model, methods: Methods)
     is too old to say which kernel ran)."""
     if row.get("source") != "measured" or not could_get_dense_causal_mask(model, methods):
         return False
-    prov = provenance_of(row.get("provenance"))
+    prov = provenance_view(row.get("provenance"))
     if "causal_mask" in prov:
         return prov["causal_mask"] != "is_causal flag"
     kernel = row.get("kernel")
@@ -298,6 +298,6 @@ def host_transfers(model: Model, methods: Methods) -> int:
 
 
 def json_field(text: Any, key: str) -> Any:
-    return provenance_of(text).get(key)
+    return provenance_view(text).get(key)
 
 
