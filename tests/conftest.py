@@ -118,7 +118,7 @@ def _sweep_into(folder: Path, stop=None, **kw) -> None:
     (folder / "events.pickle").write_bytes(pickle.dumps(seen))
 
 
-OFFLOAD_SWEEP = ("naive", "free-lunch", "zero2+offload", "ckpt+fsdp3+offload")
+OFFLOAD_SWEEP = ("free-lunch", "zero2+offload", "ckpt+fsdp3+offload")
 
 
 def _make_offload_sweep(folder: Path, stop=None) -> None:
@@ -184,9 +184,9 @@ def pytest_sessionfinish(session):
 
 @pytest.fixture(scope="session")
 def offload_sweep(tmp_path_factory) -> Path:
-    """The tiny model's naive, free-lunch, ZeRO-2 + offload and checkpointing + FSDP-3 + offload, measured
-    for real once per test run: DeepSpeed's offload trials are the slowest of the suite (two launches each,
-    and a CPU Adam build on a fresh machine), and the engine's and the recipe's tests read the same rows.
+    """The tiny model's free-lunch, ZeRO-2 + offload and checkpointing + FSDP-3 + offload, measured for real
+    once per test run: DeepSpeed's offload trials are the slowest of the suite (two launches each), and the
+    engine's and the recipe's tests read the same rows.
     Returns the folder with `r.duckdb` (copy it before writing) and `events.pickle` (the sweep's events)."""
     return once_per_run(tmp_path_factory, "offload-sweep", _make_offload_sweep)
 

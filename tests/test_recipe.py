@@ -25,8 +25,8 @@ TINY = str(FIXTURES / "tiny")
 
 @pytest.fixture(scope="module")
 def swept(offload_sweep, tmp_path_factory):
-    """naive, free-lunch and ZeRO-2 with offload, measured for real (the suite's one offload sweep, less its
-    checkpointed FSDP row: these tests export what those three measured)."""
+    """free-lunch and ZeRO-2 with offload, measured for real (the suite's one offload sweep, less its
+    checkpointed FSDP row: these tests export what those two measured)."""
     db = tmp_path_factory.mktemp("recipe") / "r.duckdb"
     shutil.copy(offload_sweep / "r.duckdb", db)
     with Store.open(db, read_only=False) as s:
@@ -34,7 +34,7 @@ def swept(offload_sweep, tmp_path_factory):
         s.con.execute("CHECKPOINT")
     with Store.open(db, read_only=True) as s:
         rows = {recipe.label(r): r for r in s.trials()}
-    assert {k for k, r in rows.items() if r["feasible"]} == {"naive", "free-lunch", "zero2+offload"}
+    assert {k for k, r in rows.items() if r["feasible"]} == {"free-lunch", "zero2+offload"}
     return db, rows
 
 
