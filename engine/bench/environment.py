@@ -137,9 +137,9 @@ def guard_worker(poll_s: float = 0.5) -> None:
 
 def end_worker(code: int) -> None:
     """End a process we start (a trial or verify worker once its result is written and its process group
-    left; torchrun's agent once its workers are gone) without Python's teardown: unloading torch's and transformers' thousands of modules costs 1-2 CPU-s a process,
-    more than a tiny CPU trial measures. Exit handlers still run first (torch.compile's worker pool stops
-    in one), and the output is flushed."""
+    left; torchrun's agent once its workers are gone) without Python's teardown: unloading torch's and
+    transformers' thousands of modules costs 1-2 CPU-s a process, more than a tiny CPU trial measures.
+    Exit handlers still run first (torch.compile's worker pool stops in one), and the output is flushed."""
     import atexit
 
     try:
@@ -227,8 +227,8 @@ def deepspeed_import_error(timeout_s: float = 120.0) -> str | None:
     env = trial_env()
     try:  # from an empty folder, as trials run: a deepspeed/ source tree here must not shadow the install
         with tempfile.TemporaryDirectory(prefix="tui-planner-ds-") as cwd:
-            done = subprocess.run([sys.executable, "-c", "import os, deepspeed; os._exit(0)"], env=env, capture_output=True,
-                                  text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=cwd)
+            done = subprocess.run([sys.executable, "-c", "import os, deepspeed; os._exit(0)"], env=env,
+                                  capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         return None  # slow (a cold network filesystem), not missing: the trials' own timeouts judge it
     if done.returncode == 0:

@@ -83,19 +83,25 @@ class PlainStepper:
 def cpu_deepspeed(device: str) -> dict[str, Any]:
     """On the CPU, DeepSpeed would compile three C++ ops the first time a trial needs them (minutes each on
     a small machine, in every new environment): its CPU Adam (with offload), a CPU "fused" Adam (without),
-    and a shared-memory all-reduce that only its inference tensor parallelism calls, never training. There
-    the trial takes torch's own AdamW (DeepSpeed's `torch_adam`; the optimizer params this returns) and
-    marks the shared-memory op unavailable, so DeepSpeed's comm uses torch.distributed as it does where
-    the op cannot build. On a GPU nothing changes: DeepSpeed's own Adam, as the paper's runs used."""
+    and a shared-memory all-reduce. There the trial takes torch's own AdamW (DeepSpeed's `torch_adam`: the
+    optimizer params this returns) and goes without the all-reduce op (skip_inference_comm_build). On a GPU
+    nothing changes: DeepSpeed's own Adam, as the paper's runs used."""
     if device != "cpu":
         return {}
+    skip_inference_comm_build()
+    return {"torch_adam": True}
+
+
+def skip_inference_comm_build() -> None:
+    """Mark DeepSpeed's shared-memory all-reduce op unavailable in this process, so its comm uses
+    torch.distributed, as where the op cannot build: only DeepSpeed's inference tensor parallelism calls it,
+    never training, and on the CPU it is compiled at every process group's start in a new environment."""
     try:
         import deepspeed.ops
 
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False  # one dict, read at comm init
     except (ImportError, AttributeError, TypeError):
         pass  # another DeepSpeed: it builds the op, slower, the same result
-    return {"torch_adam": True}
 
 
 class DeepSpeedStepper:

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from engine.data.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial, plain
+from engine.data.store import RUN_COLUMNS, TRIAL_COLUMNS, Run, Store, Trial, final_outcome_sql, plain
 
 
 def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
@@ -57,13 +57,6 @@ def import_jsonl(store: Store, path: Path, models=None) -> int:
     return len(trials)
 
 
-def _final(t: str = "") -> str:
-    """SQL: a final outcome, a time or a verdict that the combination cannot run here (findings' rule, in
-    engine/plan/findings.py). A crash or a timeout says nothing about the combination and replaces nothing."""
-    return (f"(({t}feasible AND {t}days IS NOT NULL AND {t}failure_kind IS NULL) "
-            f"OR {t}failure_kind IN ('oom', 'dominated', 'refused'))")
-
-
 _SUPERSEDE_SQL = f"""
 UPDATE trials AS t
 SET feasible = false, failure_kind = 'superseded',
@@ -72,8 +65,8 @@ SET feasible = false, failure_kind = 'superseded',
                              l.outcome, coalesce(printf('%.1f days', t.days), t.failure_kind))
 FROM (SELECT key, training_run, arg_max(trial_id, created_at) AS trial_id, max(created_at) AS created_at,
              arg_max(coalesce(printf('%.1f days', days), failure_kind), created_at) AS outcome
-      FROM trials WHERE source = 'measured' AND {_final()} GROUP BY key, training_run) AS l
-WHERE t.source = 'measured' AND {_final("t.")} AND t.key = l.key
+      FROM trials WHERE source = 'measured' AND {final_outcome_sql()} GROUP BY key, training_run) AS l
+WHERE t.source = 'measured' AND {final_outcome_sql("t.")} AND t.key = l.key
   AND t.training_run IS NOT DISTINCT FROM l.training_run AND t.created_at < l.created_at
 """
 

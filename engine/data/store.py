@@ -669,6 +669,14 @@ def _lock_holder(e: Exception) -> str:
     return "the file is locked"
 
 
+def final_outcome_sql(t: str = "") -> str:
+    """SQL: a row whose outcome is final (`t` prefixes the columns, e.g. "t."): a time, or a verdict that the
+    combination cannot run here. A crash, a timeout or a stop says nothing about the combination. Findings
+    take a cell's latest such row, and a later one supersedes earlier ones (engine.data.jsonl)."""
+    return (f"(({t}feasible AND {t}days IS NOT NULL AND {t}failure_kind IS NULL) "
+            f"OR {t}failure_kind IN ('oom', 'dominated', 'refused'))")
+
+
 def provenance_of(value: Any) -> dict[str, Any]:
     """A row's provenance as a dict: stored as JSON text, it may be anything in a shared file (not JSON, not
     an object), which reads as empty."""

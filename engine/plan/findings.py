@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.data.presets import Presets
 from engine.data.space import by_label, combinations
-from engine.data.store import Store
+from engine.data.store import Store, final_outcome_sql
 
 # One row per measured (cell, combination): the latest final outcome (a time, or a verdict that the
 # combination cannot run: oom, dominated, refused), else the latest failure.
@@ -38,9 +38,7 @@ WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind IN ('memory
 QUALIFY count(*) FILTER (WHERE source = 'measured') OVER (PARTITION BY model, gpu, num_gpus, num_nodes) > 0
     AND row_number() OVER (
     PARTITION BY model, gpu, num_gpus, num_nodes, label
-    ORDER BY source = 'measured' AND ((feasible AND days IS NOT NULL)
-                                      OR failure_kind IN ('oom', 'dominated', 'refused')) DESC,
-             created_at DESC) = 1
+    ORDER BY source = 'measured' AND """ + final_outcome_sql() + """ DESC, created_at DESC) = 1
 ORDER BY model, gpu, num_gpus, num_nodes
 """
 

@@ -44,7 +44,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from engine.bench import modeling
-    from engine.bench.steppers import cpu_deepspeed
+    from engine.bench.steppers import skip_inference_comm_build
     from engine.recipe import export as recipe
 
     t0 = time.perf_counter()
@@ -58,8 +58,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     kwargs = dict(spec["training_args"])
     if spec["deepspeed"] is not None:
         kwargs["deepspeed"] = spec["deepspeed"]  # the exported file's content, "auto" values and all
-        cpu_deepspeed(device)  # on the CPU: no build of the inference-only shared-memory op (the export
-        # itself names torch's AdamW there)
+        if device == "cpu":  # the export itself names torch's AdamW there
+            skip_inference_comm_build()
     args = TrainingArguments(**kwargs)  # first: with ZeRO-3, transformers partitions the model as it is built
     torch.manual_seed(spec["seed"])
     net = modeling.build_model(model, spec["attn_implementation"] or "none", device)
