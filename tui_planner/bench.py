@@ -47,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "on this machine)")
     p.add_argument("--methods", choices=["naive", "free-lunch", "all"], default="all",
                    help="naive baseline; + free-lunch; or every memory-saving combination (default)")
+    p.add_argument("--no-p2p", action="store_true",
+                   help="GPU-to-GPU traffic through host memory (NCCL_P2P_DISABLE=1 in every trial), as on cards "
+                        "without peer access (most PCIe workstations): stored as the 'host-staged' interconnect, "
+                        "apart from this machine's own (NVLink or PCIe) rows")
     p.add_argument("--gpu", help="GPU preset id of this machine's GPUs (detected when left out)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: tiny models, for CI")
     p.add_argument("--timeout", type=arg.positive(arg.MAX_SECONDS, "seconds"), default=900,
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         repetitions=args.repetitions, verify_steps=args.verify_steps, verify_accum=args.verify_accum,
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
-        memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed,
+        memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed, no_p2p=args.no_p2p,
         run={k: v for k, v in vars(arg.run_flags(args)).items() if v is not None},
     ) for n in args.gpus]
     from engine.bench.sweep import check_launcher

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterable
+from typing import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,6 +181,52 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     # day (data/measured/superseded/h100-x1-1b-*-2026-11-23.jsonl), inside the machine-to-machine spread (0.481 s the
     # day before). A user's own setting passes through and is recorded with each result.
     return env
+
+
+# How the GPUs of a trial reach each other, as stored with its rows (provenance `interconnect`, and the key's
+# last part where it is not the machine's own: a host-staged row is another cell than the NVLink one).
+HOST_STAGED = "host-staged"  # NCCL_P2P_DISABLE=1: GPU-to-GPU traffic staged through host memory (no peer access)
+INTERCONNECTS = ("nvlink", "pcie", HOST_STAGED, "sockets", "network")
+
+
+def nccl_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL (and NVSHMEM, torch symmetric-memory) variables a trial runs with: its provenance."""
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_", "TORCH_NCCL_"))}
+
+
+def p2p_disabled(env: Mapping[str, str]) -> bool:
+    return env.get("NCCL_P2P_DISABLE", "").strip().lower() in ("1", "true", "yes")
+
+
+def interconnect_of(env: Mapping[str, str], topology: str | None, num_gpus: int, num_nodes: int = 1,
+                    launcher: str | None = "local") -> str | None:
+    """What carries a trial's GPU-to-GPU traffic: None on one GPU; between nodes, `sockets` where NCCL is held to
+    them (the emulated nodes of one machine: NCCL_SOCKET_IFNAME=lo, or NCCL_P2P_DISABLE with NCCL_SHM_DISABLE),
+    else `network` (InfiniBand or Ethernet, as NCCL finds it); on one node, `host-staged` with NCCL_P2P_DISABLE=1,
+    else `nvlink` or `pcie` from `nvidia-smi topo -m` (the link between the first two GPUs)."""
+    if num_gpus * num_nodes <= 1:
+        return None
+    if num_nodes > 1:
+        held = env.get("NCCL_SOCKET_IFNAME", "").strip() == "lo" or (
+            p2p_disabled(env) and env.get("NCCL_SHM_DISABLE", "").strip() in ("1", "true"))
+        return "sockets" if held or launcher == "local-nodes" else "network"
+    if p2p_disabled(env):
+        return HOST_STAGED
+    return topology_link(topology)
+
+
+def topology_link(topology: str | None) -> str | None:
+    """`nvlink` or `pcie` between GPU0 and GPU1 in `nvidia-smi topo -m`'s matrix; None if it does not say."""
+    for line in (topology or "").splitlines():
+        cells = line.split()
+        if cells and cells[0] == "GPU0" and len(cells) > 2:
+            link = cells[2]
+            if re.fullmatch(r"NV\d+", link):
+                return "nvlink"
+            if link in ("PIX", "PXB", "PHB", "NODE", "SYS"):
+                return "pcie"
+    return None
 
 
 def compile_cache_dir() -> Path:

@@ -49,6 +49,8 @@ class TrialSpec:
     max_fit: int | None = None
     measure_oom_history: tuple[int, ...] = ()  # the micro-batches that ran out of memory while measuring
     seed: int = 0
+    # Environment the trial's processes get beyond trial_env (NCCL_P2P_DISABLE=1 for a host-staged sweep)
+    env: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         d = asdict(self)

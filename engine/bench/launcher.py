@@ -169,6 +169,7 @@ def run_trial(
     relaunch_path.unlink(missing_ok=True)
     spec_path.write_text(spec.to_json())
     env = trial_env()
+    env.update({str(k): str(v) for k, v in spec.env.items()})
     if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, spec.num_gpus)))
     t0 = time.perf_counter()

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Callable
 
 from engine.data import formulas, space
-from engine.bench.environment import Machine, clear_build_locks, deepspeed_import_error, host_info, max_repetitions, probe
+from engine.bench.environment import (HOST_STAGED, Machine, clear_build_locks, deepspeed_import_error, host_info,
+                                      interconnect_of, max_repetitions, nccl_settings, p2p_disabled, probe,
+                                      trial_env)
 from engine.data.errors import PlannerError
 from engine.bench.events import (BatchTried, Log, SearchGuided, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
                            TrialStarted)
@@ -78,6 +80,11 @@ class SweepRequest:
     # `model_source` (what names the model), which every trial resolves again the same way.
     run: dict = field(default_factory=dict)
     model_source: str | None = None
+    # GPU-to-GPU traffic staged through host memory (NCCL_P2P_DISABLE=1 in every trial), as on cards without peer
+    # access: the PCIe workstations and servers the planner recommends, measured on a machine with NVLink. Its
+    # rows are another cell (their key ends in |host-staged), never NVLink rows. NCCL_P2P_DISABLE=1 in this
+    # process's own environment does the same.
+    no_p2p: bool = False
 
 
 # torch.compile's modes: max-autotune tries Triton matmul templates (longer compile), reduce-overhead
@@ -98,9 +105,19 @@ def resolve_model(req: SweepRequest) -> tuple[Presets, SweepRequest]:
     return presets, dataclasses.replace(req, model=model.id, model_source=source)
 
 
+def host_staged(req: SweepRequest) -> bool:
+    """Whether this sweep's GPUs talk through host memory (no peer access): one node, several GPUs, and
+    --no-p2p or NCCL_P2P_DISABLE=1 here."""
+    import os
+
+    return req.num_nodes == 1 and req.num_gpus > 1 and (req.no_p2p or p2p_disabled(os.environ))
+
+
 def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
     """What makes two trials the same measurement; a resumed sweep skips keys already final."""
     key = f"{req.model}|{gpu}|{req.num_gpus}|{req.num_nodes}|{m.label}|{req.device}"
+    if host_staged(req):
+        key += f"|{HOST_STAGED}"
     if not req.compile:
         key += "|no-compile"
     elif req.compile_mode:
@@ -214,6 +231,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH else 0,
             verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
             fault=req.faults.get(m.label), model_source=req.model_source, run=dict(req.run),
+            env={"NCCL_P2P_DISABLE": "1"} if req.no_p2p and host_staged(req) else {},
         ))
     return specs
 
@@ -298,6 +316,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "pass_times_s": r.get("pass_times_s"), "update_times_s": r.get("update_times_s"),
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
+    provenance.update(link_provenance(req, spec, machine))
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
               "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",
@@ -324,6 +343,20 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
             provenance["log_tail"] = out.log_tail[-20:]
     t.provenance = json.dumps(provenance, default=str)
     return t
+
+
+def link_provenance(req: SweepRequest, spec: TrialSpec, machine: Machine | None) -> dict:
+    """How a trial's GPUs reached each other: the interconnect (engine.bench.environment.interconnect_of),
+    the launcher for several nodes, and the NCCL variables it ran with."""
+    if spec.device != "cuda" or spec.num_gpus * spec.num_nodes <= 1:
+        return {}
+    env = {**trial_env(), **spec.env}
+    out = {"interconnect": interconnect_of(env, machine.topology if machine else None, spec.num_gpus,
+                                           spec.num_nodes, req.launcher),
+           "nccl_env": nccl_settings(env)}
+    if spec.num_nodes > 1:
+        out["launcher"] = req.launcher
+    return out
 
 
 def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: None,
@@ -368,10 +401,13 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             gpu_name=(machine.gpus[0] if machine and machine.gpus else "cpu"),
             gpu_count=req.num_gpus, num_nodes=req.num_nodes, driver=machine.driver if machine else None,
             cuda=machine.cuda if machine else None, topology=machine.topology if machine else None,
-            versions=json.dumps({**info, "torch": machine.torch if machine else None}),
+            versions=json.dumps({**info, "torch": machine.torch if machine else None,
+                                 **({"nccl_env": nccl_settings({**trial_env(), **specs[0].env})}
+                                    if machine and specs and req.num_gpus * req.num_nodes > 1 else {})}),
             command=f"bench --model {shlex.quote(req.model_source or req.model)} --methods {req.methods} --gpus {req.num_gpus}"
                     + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
-                    + (" --exhaustive" if req.exhaustive else ""),
+                    + (" --exhaustive" if req.exhaustive else "")
+                    + (" --no-p2p" if host_staged(req) else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
             search="exhaustive" if req.exhaustive else ("guided" if guide is not None else "pruned"),
         )
@@ -512,6 +548,9 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
     from engine.predict import write_predictions
     from engine.predict.stored import predicted_key
 
+    staged = host_staged(req)
+    if staged:  # predicted as a card without peer access: through host memory, PCIe twice (terms.link_bytes_per_s)
+        presets = dataclasses.replace(presets, gpus={**presets.gpus, gpu: dataclasses.replace(presets.gpu(gpu), p2p=False)})
     guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes)
     if guide is None:
         on_event(Log("", "guided search: nothing to predict this model from; measuring every combination"))
@@ -519,14 +558,16 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
     to_run = [s for s in specs if s.key not in done and s.key not in given_up]
     if to_run and guide.predictions:
         # Stored once, before the first measurement: a resumed sweep keeps the prediction it started from.
-        keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label)
+        link = HOST_STAGED if staged else None
+        keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label, link)
                 for s in specs}
         have = {r["key"] for r in store.query("SELECT key FROM trials WHERE source = 'predicted' AND key IN "
                                               "(SELECT unnest(?))", [list(keys.values())])}
         wanted = {label for label, key in keys.items() if key not in have}
         write_predictions(store, [p for p in guide.predictions if p.label in wanted], presets,
                           command=f"predicted before measuring (guided search of bench --model "
-                                  f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus})")
+                                  f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus}"
+                                  f"{' --no-p2p' if staged else ''})", interconnect=link)
     return guide
 
 

@@ -23,16 +23,18 @@ from engine.data.generations import mfu_line
 PREDICTED_NS = uuid.UUID("2b7c0d4e-8a51-4f6e-b1f3-5d0c9e7a3c11")
 
 
-def predicted_key(model: str, gpu: str, num_gpus: int, label: str) -> str:
-    """The key of a stored prediction (never a measured trial's: those end in their device)."""
-    return f"{model}|{gpu}|{num_gpus}|1|{label}|predicted"
+def predicted_key(model: str, gpu: str, num_gpus: int, label: str, interconnect: str | None = None) -> str:
+    """The key of a stored prediction (never a measured trial's: those end in their device); one for GPUs
+    without peer access on a machine that has it (`host-staged`) ends in that."""
+    return f"{model}|{gpu}|{num_gpus}|1|{label}|predicted" + (f"|{interconnect}" if interconnect else "")
 
 
-def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None):
+def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None,
+             interconnect: str | None = None):
     """A prediction as a store row: source 'predicted', its basis, its band and how it was derived."""
     from engine.data.store import Trial
 
-    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label)
+    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label, interconnect)
     t = Trial(
         model=p.model, gpu=p.gpu, num_gpus=p.num_gpus, feasible=p.feasible, source="predicted", run_id=run_id,
         trial_id=uuid.uuid5(PREDICTED_NS, f"{run_id}|{key}").hex, key=key,
@@ -43,7 +45,8 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
         step_s=p.step_s, days=p.days, mfu=p.mfu, plausibility=formulas.plausibility(p.mfu, mfu_line(gpu)),
         analytic_days=formulas.analytic_days(model.training_flops, p.num_gpus, gpu.peak_16bit_flops),
         basis=p.basis or None, days_low=p.days_low, days_high=p.days_high, memory_need_gb=p.memory_need_gb,
-        provenance=json.dumps({"predicted": p.terms, "explanation": p.lines}, default=str),
+        provenance=json.dumps({"predicted": p.terms, "explanation": p.lines,
+                               **({"interconnect": interconnect} if interconnect else {})}, default=str),
         **run_columns(model),
     )
     if created_at is not None:
@@ -66,7 +69,8 @@ def measured_cells(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, int
 
 
 def write_predictions(store, preds: Sequence[Prediction], presets: Presets, command: str,
-                      run_id: str | None = None, created_at: dt.datetime | None = None) -> int:
+                      run_id: str | None = None, created_at: dt.datetime | None = None,
+                      interconnect: str | None = None) -> int:
     """Store predictions as rows of a 'predicted' run; a prediction of the same cell and setting made
     earlier is replaced (the newest basis wins)."""
     from engine.data.store import Run
@@ -77,7 +81,8 @@ def write_predictions(store, preds: Sequence[Prediction], presets: Presets, comm
     run = Run(source="predicted", run_id=run_id or uuid.uuid4().hex, command=command, started_at=when,
               ended_at=when, status="done",
               note="engine/predict/: roofline fitted to measured rows, memory model for the micro-batch")
-    trials = [trial_of(p, run.run_id, presets.model(p.model), presets.gpu(p.gpu), when) for p in preds]
+    trials = [trial_of(p, run.run_id, presets.model(p.model), presets.gpu(p.gpu), when, interconnect)
+              for p in preds]
     keys = [t.key for t in trials]
     store.con.execute("DELETE FROM trials WHERE source = 'predicted' AND key IN (SELECT unnest(?))", [keys])
     store.add_run(run)
