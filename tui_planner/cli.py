@@ -8,8 +8,6 @@ trial processes that do.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from pathlib import Path
@@ -308,11 +306,7 @@ def _results(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     elif args.format == "csv":
-        out = io.StringIO()
-        w = csv.DictWriter(out, fieldnames=RESULT_FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-        sys.stdout.write(out.getvalue())
+        sys.stdout.write(fmt.csv_text(RESULT_FIELDS, rows))  # control characters written out, never sent
     else:
         print_results(rows)
     return 0

@@ -8,6 +8,8 @@ shared: a cell holding `[/]` or an escape sequence must show as those characters
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from typing import Any
@@ -34,6 +36,23 @@ def visible(value: Any, newlines: bool = False) -> str:
         return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
     return _CONTROL.sub(sub, str(value))
+
+
+def csv_text(fields: Any, rows: Any) -> str:
+    """Rows as CSV (a header of `fields`, then one line a row) with no raw control character anywhere: the
+    same text whether it lands on a terminal (an OSC 52 clipboard write, a clear-screen, a title or a
+    hyperlink in a shared results file must not act) or in a file for a program. Each control character is
+    written out as `visible` writes it, a newline as \\n and a tab as \\t, so a cell stays one line."""
+
+    def clean(value: Any) -> Any:
+        return value if value is None or isinstance(value, (bool, int, float)) else \
+            visible(value).replace("\t", "\\t")
+
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow([clean(f) for f in fields])
+    w.writerows([clean(r.get(f)) for f in fields] for r in rows)
+    return out.getvalue()
 
 
 def esc(value: Any, newlines: bool = False) -> str:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 import textwrap
@@ -149,11 +147,7 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
         print(json.dumps([{k: _plain(r.get(k)) for k in JSON_FIELDS} for r in rows], indent=2))
         return 0
     if args.format == "csv":
-        out = io.StringIO()
-        w = csv.DictWriter(out, fieldnames=JSON_FIELDS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows({k: _plain(r.get(k)) for k in JSON_FIELDS} for r in rows)
-        sys.stdout.write(out.getvalue())
+        sys.stdout.write(fmt.csv_text(JSON_FIELDS, [{k: _plain(r.get(k)) for k in JSON_FIELDS} for r in rows]))
         return 0
     console = fmt.console()
     e = fmt.esc
