@@ -68,3 +68,73 @@ def test_results_never_write_a_raw_control_character_from_the_file(hostile_db, c
                          ".example/\\x1b\\click\\x1b]8;;\\x1b\\e\\x00f\\rg\\x9b31mh\\ti\\nj")
     if form == "json":  # JSON escapes them itself: the exact text comes back
         assert HOSTILE in {r["failure_message"] for r in json.loads(out)}
+
+
+# --- item 5: a hostile last-plan file never stops the app from starting ------------------------------
+
+
+def _plan(**run) -> str:
+    return ('{"kind": "tui-planner last plan", "version": 1, "model": "pythia-1b", "budget_usd": 70000, '
+            f'"run": {{{", ".join(f"{json.dumps(k)}: {v}" for k, v in run.items())}}}}}')
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda p: p.write_text(_plan(seq_len="Infinity")), "Infinity is not a number"),
+    (lambda p: p.write_text("[" * 200_000), "nested deeper"),
+    (lambda p: p.write_text(" " * (2 * 2**20)), "larger than"),
+    (lambda p: p.symlink_to("/dev/zero"), "a device, not a regular file"),
+    (lambda p: p.write_bytes(b'{"kind": "\xff"}'), "not UTF-8"),
+], ids=["infinity", "nested", "huge", "dev-zero", "not-utf8"])
+def test_a_hostile_last_plan_is_ignored_with_a_note_and_the_app_starts(tmp_path, monkeypatch, make, why):
+    from tui_planner.app import saved
+    from tui_planner.app.app import PlannerApp
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    saved.path().parent.mkdir(parents=True)
+    make(saved.path())
+    db = tmp_path / "empty.duckdb"
+    Store.open(db, read_only=False).close()
+    opened = []
+    monkeypatch.setattr(PlannerApp, "run", lambda self: opened.append(self))
+    assert main(["app", "--db", str(db)]) == 0  # the app starts, on its defaults
+    app = opened[-1]
+    app.store.close()
+    assert app.initial.budget_usd == 50_000 and app.initial.run.seq_len is None
+    assert any(n.startswith("Ignored the saved plan") and why in n for n in app.notes), app.notes
+
+
+def test_a_last_plan_that_is_a_fifo_is_not_waited_on(tmp_path, monkeypatch):
+    """A FIFO with no writer: the plan is opened without blocking and refused (not a regular file). Were it
+    opened as a file, this test's writer unblocks it (and the note then lacks the FIFO)."""
+    import threading
+
+    from engine.data.presets import load_presets
+    from tui_planner.app import saved
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    saved.path().parent.mkdir(parents=True)
+    os.mkfifo(saved.path())
+    presets = load_presets(include_user=False)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(saved.load(presets)), daemon=True)
+    reader.start()
+    while reader.is_alive():  # a reader blocked on the FIFO's open gets a writer, then end of file
+        try:
+            os.close(os.open(saved.path(), os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader has it open (yet, or any more)
+            pass
+        reader.join(0.05)
+    fields, note = got[0]
+    assert fields == {} and "a FIFO, not a regular file" in note
+
+
+@pytest.mark.parametrize("run", [dict(seq_len="1e300"), dict(batch="2.5"), dict(tokens="-1"),
+                                 dict(precision='"fp8"'), dict(seq_len="1e999"), dict(batch=str(10**400))])
+def test_a_last_plan_run_out_of_range_is_left_out_and_named(tmp_path, run):
+    from engine.data.presets import load_presets
+    from tui_planner.app import saved
+
+    where = tmp_path / "last-plan.json"
+    where.write_text(_plan(**run))
+    fields, note = saved.load(load_presets(include_user=False), where)
+    assert "run" not in fields and fields["budget_usd"] == 70_000 and "The saved plan's run did not apply" in note
