@@ -138,3 +138,46 @@ def test_a_last_plan_run_out_of_range_is_left_out_and_named(tmp_path, run):
     where.write_text(_plan(**run))
     fields, note = saved.load(load_presets(include_user=False), where)
     assert "run" not in fields and fields["budget_usd"] == 70_000 and "The saved plan's run did not apply" in note
+
+
+# --- item 9: a config no model could have is refused, naming the file and the key --------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+ROBERTA = {"architectures": ["RobertaForMaskedLM"], "model_type": "roberta", "hidden_size": 768,
+           "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "vocab_size": 50265,
+           "max_position_embeddings": 514, "type_vocab_size": 1}
+
+
+def _config(tmp_path: Path, base: dict, **change) -> Path:
+    path = tmp_path / "my-model.json"
+    path.write_text(json.dumps({**base, **change}))
+    return path
+
+
+def _llama(**change) -> dict:
+    base = json.loads((ROOT / "presets" / "configs" / "llama-3.2-1b.json").read_text())
+    base.pop("head_dim")
+    return {**base, **change}
+
+
+@pytest.mark.parametrize("config, key", [
+    (dict(ROBERTA, max_position_embeddings=2), "max_position_embeddings = 2"),
+    (_llama(hidden_size=768, num_attention_heads=7, num_key_value_heads=7), "hidden_size = 768 is not a multiple "
+                                                                           "of num_attention_heads = 7"),
+    (dict(ROBERTA, hidden_size=768, num_attention_heads=7), "hidden_size = 768 is not a multiple"),
+    (_llama(model_type="qwen2", hidden_size=768, num_attention_heads=7, num_key_value_heads=7), "head_dim"),
+], ids=["roberta-2-positions", "llama-7-heads", "roberta-7-heads", "qwen2-7-heads"])
+@pytest.mark.parametrize("command", [["rank", "--budget", "50000"], ["predict", "--gpu", "h100"]])
+def test_a_config_no_model_could_have_is_refused_naming_the_file_and_key(tmp_path, capsys, config, key, command):
+    path = _config(tmp_path, config)
+    assert main([command[0], "--model", str(path), *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and key in err, err
+    assert "Traceback" not in err
+
+
+def test_a_config_with_an_explicit_head_dim_transformers_builds_is_still_ranked(tmp_path, capsys):
+    """Qwen2 and the like build 7 heads of 128 on a hidden size of 768 (q_proj 768 -> 896): not refused."""
+    path = _config(tmp_path, _llama(model_type="qwen2", hidden_size=768, num_attention_heads=7,
+                                    num_key_value_heads=7, head_dim=128))
+    assert main(["predict", "--model", str(path), "--gpu", "h100"]) == 0, capsys.readouterr().err

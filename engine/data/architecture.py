@@ -121,20 +121,36 @@ def describe(config: Mapping[str, Any], where: str = "config.json") -> Architect
         f"{', '.join(FAMILIES)}); `tui-planner bench` can still measure it")
 
 
-def _attention_shape(config, where) -> tuple[int, int, int, int, int]:
+# The model types whose transformers config refuses a hidden size that is not a multiple of the heads even
+# where head_dim is given (validate_architecture; BERT and RoBERTa's attention, GPT-2's): the others build
+# such a shape from an explicit head_dim, and split the hidden size evenly without one.
+WHOLE_HEADS = ("llama", "gemma2", "gemma3_text", "gpt_neox", "gpt2", "bert", "roberta")
+
+
+def _heads_divide(config, where, mt, h, heads, hidden_key="hidden_size", heads_key="num_attention_heads") -> None:
+    """A hidden size the heads split evenly, as transformers builds the model; else an error naming both keys."""
+    if h % heads and (mt in WHOLE_HEADS or config.get("head_dim") is None):
+        raise ArchitectureError(
+            f"{where}: {hidden_key} = {h} is not a multiple of {heads_key} = {heads}: "
+            + ("transformers refuses this shape" if mt in WHOLE_HEADS
+               else "each head's size would not be whole (give head_dim, or a hidden size the heads divide)"))
+
+
+def _attention_shape(config, where, mt) -> tuple[int, int, int, int, int]:
     h = _int(config, where, "hidden", "hidden_size")
     layers = _int(config, where, "layers", "num_hidden_layers")
     heads = _int(config, where, "heads", "num_attention_heads")
     kv = _int(config, where, "heads", "num_key_value_heads", default=heads)
     if heads % kv:
         raise ArchitectureError(f"{where}: num_attention_heads = {heads} is not a multiple of num_key_value_heads = {kv}")
+    _heads_divide(config, where, mt, h, heads)
     d = _int(config, where, "head_dim", "head_dim", default=max(1, h // heads))
     return h, layers, heads, kv, d
 
 
 def _decoder(config, where, mt) -> Architecture:
     gated, norm, norm_w, norms, tied_default = DECODERS[mt]
-    h, L, H, K, d = _attention_shape(config, where)
+    h, L, H, K, d = _attention_shape(config, where, mt)
     f = _int(config, where, "ffn", "intermediate_size")
     V = _int(config, where, "vocab", "vocab_size")
     tied = bool(config.get("tie_word_embeddings", tied_default))
@@ -156,7 +172,7 @@ def _decoder(config, where, mt) -> Architecture:
 
 
 def _neox(config, where) -> Architecture:
-    h, L, H, K, d = _attention_shape(config, where)
+    h, L, H, K, d = _attention_shape(config, where, "gpt_neox")
     f = _int(config, where, "ffn", "intermediate_size")
     V = _int(config, where, "vocab", "vocab_size")
     tied = bool(config.get("tie_word_embeddings", False))
@@ -170,6 +186,8 @@ def _gpt2(config, where) -> Architecture:
     h = _int(config, where, "hidden", "n_embd", "hidden_size")
     L = _int(config, where, "layers", "n_layer", "num_hidden_layers")
     H = _int(config, where, "heads", "n_head", "num_attention_heads")
+    _heads_divide(config, where, "gpt2", h, H, next(k for k in ("n_embd", "hidden_size") if config.get(k) is not None),
+                  next(k for k in ("n_head", "num_attention_heads") if config.get(k) is not None))
     f = _int(config, where, "ffn", "n_inner", default=4 * h)
     V = _int(config, where, "vocab", "vocab_size")
     P = _int(config, where, "positions", "n_positions", "max_position_embeddings", default=1024)
@@ -180,10 +198,13 @@ def _gpt2(config, where) -> Architecture:
 
 
 def _encoder(config, where, mt) -> Architecture:
-    h, L, H, K, d = _attention_shape(config, where)
+    h, L, H, K, d = _attention_shape(config, where, mt)
     f = _int(config, where, "ffn", "intermediate_size")
     V = _int(config, where, "vocab", "vocab_size")
     P = _int(config, where, "positions", "max_position_embeddings", default=512)
+    if mt == "roberta" and P <= 2:  # RoBERTa's positions start after the padding index: 2 are never a token's
+        raise ArchitectureError(f"{where}: max_position_embeddings = {P} leaves RoBERTa no position for a token "
+                                "(it reserves 2 for padding): at least 3")
     types = _int(config, where, "vocab", "type_vocab_size", default=2)
     embeddings = (V + P + types) * h + 2 * h
     per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
@@ -194,7 +215,7 @@ def _encoder(config, where, mt) -> Architecture:
 
 
 def _vit(config, where) -> Architecture:
-    h, L, H, K, d = _attention_shape(config, where)
+    h, L, H, K, d = _attention_shape(config, where, "vit")
     f = _int(config, where, "ffn", "intermediate_size")
     patch = _int(config, where, "patch", "patch_size", default=16)
     image = _int(config, where, "image", "image_size", default=224)
