@@ -24,11 +24,11 @@ def test_a_valid_value_clears_the_error_and_brings_the_verdict_back(db):
                 box = app.screen.query_one(f"#{key}", Input)
                 await pilot.press("e", *(["tab"] * 4 if key == "prices" else []), "end", "x")
                 await pilot.pause(0.2)
-                assert box.has_class("-bad") and "x'" in text(app, "#verdict"), text(app, "#verdict")
+                assert box.has_class("-bad") and "x'" in text(app, "#field-note"), text(app, "#field-note")
                 await pilot.press("backspace")
                 await pilot.pause(0.3)
                 assert box.value == good
-                assert not box.has_class("-bad")
+                assert not box.has_class("-bad") and not app.screen.query_one("#field-note").display
                 shown = text(app, "#verdict")
                 assert "not an amount" not in shown and "ID=USD" not in shown and "Buy" in shown, shown
                 await pilot.press("escape")

@@ -3,10 +3,17 @@ ranking beside it follows every change. Each option is GPUs in a system that is 
 band and deadline verdict; the line under the table tells the highlighted option's whole story (its prices
 with their dates, the paper's figure beside). The line under the header says which run every figure is for.
 
-Tokens re-rank at once (the same step, days scale with the steps); a batch or sequence length is another
-model (engine/data/runs.py), ranked on predictions made for it, so it applies when typing pauses."""
+A field applies on enter or on leaving it (tab, escape, a click elsewhere), never as it is typed: while it
+holds text the plan does not have, the note under the fields says so (or why the text is not a value), and
+the title, the run line and the verdict keep the plan last applied, so the field and the header agree once
+it is applied and a half-typed value never reaches the verdict. Leaving a field whose text is not a value
+puts the plan's value back and says what was dropped. Tokens re-rank on the database's rows (days scale
+with the steps); a batch or sequence length is another model (engine/data/runs.py), ranked on predictions
+made for it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from textual import on
 from textual.app import ComposeResult
@@ -33,8 +40,6 @@ COLUMNS = (Column("mark", ""), Column("gpus", "GPUs", least=8), Column("system",
            Column("hw", "cost", right=True), Column("days", "days", right=True), Column("mfu", "MFU", right=True),
            Column("source", "from", optional=True), Column("run", "$/run", right=True, optional=True))
 RUN_FIELDS = {"tokens": "Tokens", "batch": "Batch", "seq": "Seq len"}
-STEP_FIELDS = ("batch", "seq")  # another model: applied when typing pauses (predictions take a second)
-APPLY_AFTER_S = 0.6
 TOKEN_KEYS = "t/T: tokens x2 /2"
 FIELDS = {"budget": "budget_usd", "deadline": "deadline_days", "lifespan": "lifespan_years", "kwh": "kwh_price_usd",
           "prices": "price_overrides"}
@@ -139,10 +144,8 @@ class PlanScreen(WhatIfScreen):
 
     def compose(self) -> ComposeResult:
         presets = self.app.presets
-        self._errors: dict[str, str] = {}  # a field's text that is not a value: why (the verdict shows it)
-        self._pending: dict[str, int | None] = {}  # batch / sequence typed, applied when typing pauses
+        self._errors: dict[str, str] = {}  # a field's text that is not a value: why (the note says it)
         self._applied: dict[str, str] = {}  # each field's text last applied (typed, or shown from the state)
-        self._apply_timer = None
         yield Header()
         yield Static("", id="run")
         with Horizontal():
@@ -170,6 +173,7 @@ class PlanScreen(WhatIfScreen):
                     with Horizontal(classes="field"):
                         yield Label(label, classes="name")
                         yield Input(placeholder=tip, compact=True, id=key, select_on_focus=True, tooltip=help_)
+                yield Static("", id="field-note")  # the focused field: not applied yet, or why not a value
                 yield Label("", id="sources")
                 yield Label("GPUs [dim](g, space)[/]  [dim]price[/]")
                 state = self.app.initial
@@ -202,25 +206,17 @@ class PlanScreen(WhatIfScreen):
                   "prices": " ".join(f"{g}={usd:.0f}" for g, usd in s.price_overrides),
                   "tokens": st.tokens_text(s.run.tokens), "batch": "" if s.run.batch is None else str(s.run.batch),
                   "seq": "" if s.run.seq_len is None else str(s.run.seq_len)}
-        for key in self._pending:  # typed, not yet applied: the box keeps what was typed
-            values.pop(key, None)
-        cleared = False
         for key, text in values.items():
             box = self.query_one(f"#{key}", Input)
             if box.has_focus or box.value != self._applied.get(key, box.value):
-                continue  # being typed in, or typed text whose Changed is on its way: the person's wins
+                continue  # being typed in, or typed text whose leaving is on its way: the person's wins
             try:
                 current = self._parse(key, box.value)
             except PlannerError:
                 current = None
             if current != self._parse(key, text):
-                with box.prevent(Input.Changed):  # only a person's typing changes the plan
-                    box.value = text
-                self._applied[key] = text
-                box.remove_class("-bad")
-                cleared |= self._errors.pop(key, None) is not None
-        if cleared:
-            self._show_verdict()
+                self._set_box(box, text)
+        self._show_note()
         self._show_gpus(s)
         model = self.query_one("#model", Select)
         if model.value != s.model:
@@ -367,13 +363,11 @@ class PlanScreen(WhatIfScreen):
             self._show_option(t.cursor_row)
 
     def _show_verdict(self, result=None) -> None:
-        """The verdict on the ranking, or why it could not be made; while a field holds text that is not a
-        value, why not (the last good plan stays ranked above it)."""
+        """The verdict on the ranking, or why it could not be made (a field's text that is not a value is said
+        beside the fields: the verdict stays the last plan applied)."""
         verdict = self.query_one("#verdict", Static)
         result = result or self.app.ranking
-        if self._errors:
-            verdict.update(content(f"[b red]{fmt.esc(next(reversed(self._errors.values())))}[/]"))
-        elif result is None:
+        if result is None:
             verdict.update("")
         elif result.error:
             verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
@@ -405,51 +399,95 @@ class PlanScreen(WhatIfScreen):
 
     @on(Input.Changed)
     def _typed(self, event: Input.Changed) -> None:
+        """As it is typed: checked and said beside the fields, never applied."""
         if event.value != event.input.value:
             return  # typed over since: the Changed for what the box holds now follows
-        self._apply_text(event.input)
+        self._check(event.input)
 
-    def _commit(self) -> None:
-        """Apply the focused field's text now (leaving it by a key: what was typed counts before what the
-        next keys do)."""
-        if isinstance(self.focused, Input):
-            self._apply_text(self.focused)
+    def _set_box(self, box: Input, text: str) -> None:
+        """Show the plan's value in a box (only a person's typing is checked and applied)."""
+        with box.prevent(Input.Changed):
+            box.value = text
+        self._applied[box.id] = text
+        box.remove_class("-bad")
+        self._errors.pop(box.id, None)
 
-    def _apply_text(self, box: Input) -> None:
-        key, text = box.id, box.value
-        if self._applied.get(key) == text:
-            return  # applied already (the box was left, or its Changed came twice)
-        self._applied[key] = text
+    def _value(self, box: Input):
+        """The value the box's text stands for, checked: a run the model cannot have too. PlannerError if none."""
+        value = self._parse(box.id, box.value)
+        if box.id in RUN_FIELDS and self.app.state:
+            st.run_model(self.app.presets, self._with_run(self.app.state, box.id, value))
+        return value
+
+    def _check(self, box: Input) -> None:
         try:
-            value = self._parse(key, text)
-            if key in RUN_FIELDS and self.app.state:  # a run the model cannot have: said here, as it is typed
-                st.run_model(self.app.presets, self._with_run(self._run_state(self.app.state), key, value))
+            self._value(box)
         except PlannerError as e:
             box.add_class("-bad")
-            self._errors.pop(key, None)
-            self._errors[key] = str(e)  # e holds what was typed: escaped where it is shown
-            self._pending.pop(key, None)
-            self._show_verdict()
-            return
+            self._errors[box.id] = str(e)  # e holds what was typed: escaped where it is shown
+        else:
+            box.remove_class("-bad")
+            self._errors.pop(box.id, None)
+        self._show_note()
+
+    def _differs(self, box: Input) -> bool:
+        """Whether the box holds text the plan does not have (not a value, or another one)."""
+        if box.id in self._errors:
+            return True
+        s = self.app.state
+        if s is None:
+            return False
+        try:
+            return self._value(box) != self._state_value(s, box.id)
+        except PlannerError:
+            return True
+
+    @staticmethod
+    def _state_value(s: st.PlanState, key: str):
+        run = {"tokens": s.run.tokens, "batch": s.run.batch, "seq": s.run.seq_len}
+        return run[key] if key in run else getattr(s, FIELDS[key])
+
+    def _show_note(self) -> None:
+        """Under the fields: why the focused field's text is not a value, or that it is not applied yet."""
+        note = self.query_one("#field-note", Static)
+        box = self.focused if isinstance(self.focused, Input) else None
+        text = ""
+        if box is not None and box.id in self._errors:
+            text = f"[b red]{fmt.esc(self._errors[box.id])}[/]"
+        elif box is not None and self._differs(box):
+            text = "[yellow]not applied yet:[/] [b]enter[/] or [b]tab[/] applies it"
+        note.update(content(text))
+        note.display = bool(text)
+
+    def _commit(self, box: Input | None = None, leaving: bool = True) -> bool:
+        """Apply a field's text (the focused one's by default): enter, or leaving it. Text that is not a value
+        is not applied: on enter the field keeps it, its reason beside it; leaving, the field gets the plan's
+        value back and a note says what was dropped. True when the plan holds the field's value."""
+        box = box if box is not None else self.focused
+        if not isinstance(box, Input) or self.app.state is None:
+            return True
+        key = box.id
+        try:
+            value = self._value(box)
+        except PlannerError as e:
+            if not leaving:
+                self._check(box)
+                return False
+            kept = self._applied.get(key, "")  # a box never set from the plan started empty
+            self._set_box(box, kept)
+            self.notify(fmt.visible(f"{e}. Not applied: the field is back to {kept or 'empty'}", newlines=True),
+                        title="Not applied", severity="warning", timeout=6, markup=False)
+            self._show_note()
+            return False
+        self._applied[key] = box.value
         box.remove_class("-bad")
-        if self._errors.pop(key, None) is not None:
-            self._show_verdict()  # the last good plan's verdict (a new one follows if the plan changed)
-        if not self.app.state:
-            return
-        if key in STEP_FIELDS:
-            self._pending[key] = value
-            if self._apply_timer is not None:
-                self._apply_timer.stop()
-            self._apply_timer = self.set_timer(APPLY_AFTER_S, self._apply_pending)
-            return
-        if key == "tokens":
-            new = st.with_tokens(self.app.state, value)
-            if new != self.app.state:
-                self.app.state = new
-            return
-        field = FIELDS[key]
-        if getattr(self.app.state, field) != value:
-            self.app.update_state(**{field: value})
+        self._errors.pop(key, None)
+        s = self.app.state
+        new = self._with_run(s, key, value) if key in RUN_FIELDS else replace(s, **{FIELDS[key]: value})
+        if new != s:
+            self.app.state = new
+        self._show_note()
+        return True
 
     @staticmethod
     def _with_run(s: st.PlanState, key: str, value) -> st.PlanState:
@@ -457,33 +495,19 @@ class PlanScreen(WhatIfScreen):
             return st.with_tokens(s, value)
         return st.with_batch(s, value) if key == "batch" else st.with_seq_len(s, value)
 
-    def _run_state(self, s: st.PlanState) -> st.PlanState:
-        """The state with the batch and sequence typed but not yet applied."""
-        for key, value in self._pending.items():
-            s = self._with_run(s, key, value)
-        return s
-
-    def _apply_pending(self) -> None:
-        if self._apply_timer is not None:
-            self._apply_timer.stop()
-            self._apply_timer = None
-        if not self._pending or not self.app.state:
-            self._pending.clear()
-            return
-        new = self._run_state(self.app.state)
-        self._pending.clear()
-        if new != self.app.state:
-            self.app.state = new
-
     @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self._commit()
-        self._apply_pending()
-        self._focus_now("#ranking")
+    def _submitted(self, event: Input.Submitted | None = None) -> None:
+        box = event.input if event is not None else self.focused
+        if self._commit(box, leaving=False):
+            self._focus_now("#ranking")
 
     @on(Input.Blurred)
-    def _left(self) -> None:
-        self._apply_pending()
+    def _left(self, event: Input.Blurred) -> None:
+        self._commit(event.input)
+        self._show_note()
+
+    def on_descendant_focus(self) -> None:
+        self._show_note()
 
     @on(SelectionList.SelectedChanged, "#gpus")
     def _gpus(self, event: SelectionList.SelectedChanged) -> None:
