@@ -181,3 +181,54 @@ def test_a_config_with_an_explicit_head_dim_transformers_builds_is_still_ranked(
     path = _config(tmp_path, _llama(model_type="qwen2", hidden_size=768, num_attention_heads=7,
                                     num_key_value_heads=7, head_dim=128))
     assert main(["predict", "--model", str(path), "--gpu", "h100"]) == 0, capsys.readouterr().err
+
+
+# --- item 8: bench never writes the shipped database, by any path or link ------------------------------
+
+
+@pytest.fixture
+def shipped_copy(tmp_path, monkeypatch) -> Path:
+    """A copy of the shipped database standing in for it (engine.data.paths.db_dir points at its folder), so
+    that a regression writes the copy, never the repository's file."""
+    import engine.data.paths as paths
+
+    folder = tmp_path / "shipped"
+    folder.mkdir()
+    shutil.copyfile(paths.shipped_db(), folder / "tui-planner.duckdb")
+    monkeypatch.setattr(paths, "db_dir", lambda: folder)
+    return folder / "tui-planner.duckdb"
+
+
+def _bench(db: Path) -> list[str]:
+    from conftest import TINY
+
+    return ["bench", "--model", "tiny-neox", "--device", "cpu", "--methods", "naive", "--presets", TINY,
+            "--no-compile", "--db", str(db)]
+
+
+@pytest.mark.parametrize("how", ["itself", "symlink", "hard-link", "relative"])
+def test_bench_refuses_the_shipped_database_by_any_path_and_writes_nothing(shipped_copy, tmp_path, capsys,
+                                                                            monkeypatch, how):
+    before = shipped_copy.read_bytes()
+    db = {"itself": shipped_copy, "symlink": tmp_path / "mine.duckdb", "hard-link": tmp_path / "hard.duckdb",
+          "relative": Path("shipped") / ".." / "shipped" / "tui-planner.duckdb"}[how]
+    if how == "symlink":
+        db.symlink_to(shipped_copy)
+    elif how == "hard-link":
+        os.link(shipped_copy, db)
+    monkeypatch.chdir(tmp_path)
+    assert main(_bench(db)) == 2
+    err = capsys.readouterr().err
+    assert "is the shipped database" in err and "a file of your own" in err and "--db" in err, err
+    assert shipped_copy.read_bytes() == before
+    assert sorted(p.name for p in shipped_copy.parent.iterdir()) == ["tui-planner.duckdb"]  # no WAL, no .pending
+
+
+def test_the_engine_sweep_refuses_the_shipped_database_too(shipped_copy):
+    from conftest import TINY
+    from engine.bench.sweep import SweepRequest, run_sweep
+    from engine.data.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="is the shipped database"):
+        run_sweep(SweepRequest(model="tiny-neox", methods="naive", device="cpu", presets=(TINY,), db=str(shipped_copy),
+                               compile=False))

@@ -110,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed, no_p2p=args.no_p2p,
         run={k: v for k, v in vars(arg.run_flags(args)).items() if v is not None},
     ) for n in args.gpus]
-    from engine.bench.sweep import check_launcher
+    from engine.bench.sweep import check_database, check_launcher
 
     for req in requests:  # refuse a bad request before anything runs
+        check_database(req)
         check_launcher(req)
     from engine.data.presets import load_presets
     from engine.data.runs import describe_run

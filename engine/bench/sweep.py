@@ -359,6 +359,16 @@ def link_provenance(req: SweepRequest, spec: TrialSpec, machine: Machine | None)
     return out
 
 
+def check_database(req: SweepRequest) -> None:
+    """A sweep writes to a file of the user's own: never the shipped database, by any path or link to it."""
+    from engine.data.paths import db_dir, is_shipped, user_db
+
+    if req.db is not None and is_shipped(Path(req.db).expanduser()):
+        raise PlannerError(f"{req.db} is the shipped database (or in its folder, {db_dir()}), which opens "
+                           "read-only: measure into a file of your own, e.g. "
+                           f"--db {shlex.quote(str(user_db()))} or --db mine.duckdb")
+
+
 def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: None,
               stop: threading.Event | None = None, store: Store | None = None,
               pause: threading.Event | None = None) -> str:
@@ -366,6 +376,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
     `stop` kills the running trial (not recorded) and ends the sweep; `pause` ends it after the running
     trial. Either way, running the same request again resumes."""
     t_sweep = time.monotonic()
+    check_database(req)  # before anything is probed, planned or written
     presets, req = resolve_model(req)
     machine = probe() if req.device == "cuda" else None
     gpu = _resolve_gpu(req, presets, machine)

@@ -54,8 +54,11 @@ def user_db() -> Path:
 
 
 def is_shipped(path: Path) -> bool:
-    """Shipped databases open read-only."""
+    """Shipped databases open read-only: a file in the shipped folder, reached by any path or link, or
+    another name (a hard link) of the shipped database itself."""
     try:
-        return Path(path).resolve().parent == db_dir().resolve()
-    except OSError:
+        if Path(path).resolve().parent == db_dir().resolve():
+            return True
+        return Path(path).exists() and os.path.samefile(path, shipped_db())
+    except (OSError, ValueError):
         return False
