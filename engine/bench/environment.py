@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.bench.events import TrialSpec
+from engine.data.links import HOST_STAGED, INTERCONNECTS, topology_link  # noqa: F401 (re-exported)
 from engine.data.errors import PlannerError
 
 
@@ -183,12 +184,6 @@ def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-# How the GPUs of a trial reach each other, as stored with its rows (provenance `interconnect`, and the key's
-# last part where it is not the machine's own: a host-staged row is another cell than the NVLink one).
-HOST_STAGED = "host-staged"  # NCCL_P2P_DISABLE=1: GPU-to-GPU traffic staged through host memory (no peer access)
-INTERCONNECTS = ("nvlink", "pcie", HOST_STAGED, "sockets", "network")
-
-
 def nccl_settings(env: Mapping[str, str]) -> dict[str, str]:
     """The NCCL (and NVSHMEM, torch symmetric-memory) variables a trial runs with: its provenance."""
     return {k: v for k, v in sorted(env.items())
@@ -214,19 +209,6 @@ def interconnect_of(env: Mapping[str, str], topology: str | None, num_gpus: int,
     if p2p_disabled(env):
         return HOST_STAGED
     return topology_link(topology)
-
-
-def topology_link(topology: str | None) -> str | None:
-    """`nvlink` or `pcie` between GPU0 and GPU1 in `nvidia-smi topo -m`'s matrix; None if it does not say."""
-    for line in (topology or "").splitlines():
-        cells = line.split()
-        if cells and cells[0] == "GPU0" and len(cells) > 2:
-            link = cells[2]
-            if re.fullmatch(r"NV\d+", link):
-                return "nvlink"
-            if link in ("PIX", "PXB", "PHB", "NODE", "SYS"):
-                return "pcie"
-    return None
 
 
 def compile_cache_dir() -> Path:

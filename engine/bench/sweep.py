@@ -317,6 +317,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
     provenance.update(link_provenance(req, spec, machine))
+    t.interconnect = provenance.get("interconnect")
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
               "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",

@@ -54,6 +54,8 @@ def import_jsonl(store: Store, path: Path, models=None) -> int:
         store.fill_training_runs(models)
     if any(r.source == "measured" and r.search is None for r in runs):
         store.fill_search_cost()
+    if any(t.interconnect is None and t.num_gpus * t.num_nodes > 1 and t.source == "measured" for t in trials):
+        store.fill_interconnect()
     return len(trials)
 
 

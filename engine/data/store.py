@@ -2,7 +2,13 @@
 
 One process writes (the sweep's parent, never a trial process). Shipped databases open read-only. The
 schema carries a version: an older file is migrated when opened for writing; a newer one, or a file
-that is not ours, is refused with a message that says so. No torch here.
+that is not ours, is refused with a message that says so.
+
+A results file is data, never code (engine/data/schema.py): every connection has DuckDB's external access and
+extension loading off, and a file that stores views, macros or other SQL, or columns of other types, is
+refused. A file opened read-only that is not the shipped one (a colleague's, say) is read once into memory,
+each row's figures recomputed from its own timings and shape (engine/data/trust.py), and every query runs on
+that copy. No torch here.
 """
 
 from __future__ import annotations
@@ -20,132 +26,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import duckdb
 
+from engine.data import schema
 from engine.data.errors import StoreError
 from engine.data.paths import is_shipped
+from engine.data.schema import (_FILL_SEARCH_COST, _SCHEMA_V1, MIGRATIONS, SCHEMA_VERSION,  # noqa: F401 (re-exported)
+                                SOURCES)
 
-SCHEMA_VERSION = 5
-
-SOURCES = ("measured", "predicted", "paper-table1", "paper-table4")
-
-# Version 1: the first schema. Each later version is the SQL in MIGRATIONS that takes a file up to it;
-# a new file is made by running version 1 and then every migration, so each migration is always run.
-_SCHEMA_V1 = """
-CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR);
-CREATE TABLE runs (
-    run_id VARCHAR PRIMARY KEY,
-    source VARCHAR NOT NULL,
-    host VARCHAR,
-    device_kind VARCHAR,
-    gpu_name VARCHAR,
-    gpu_count INTEGER,
-    num_nodes INTEGER,
-    driver VARCHAR,
-    cuda VARCHAR,
-    versions VARCHAR,
-    topology VARCHAR,
-    command VARCHAR,
-    started_at TIMESTAMP,
-    ended_at TIMESTAMP,
-    status VARCHAR,
-    note VARCHAR
-);
-CREATE TABLE trials (
-    trial_id VARCHAR PRIMARY KEY,
-    run_id VARCHAR NOT NULL,
-    key VARCHAR,
-    model VARCHAR NOT NULL,
-    gpu VARCHAR NOT NULL,
-    num_gpus INTEGER NOT NULL,
-    num_nodes INTEGER NOT NULL DEFAULT 1,
-    free_lunch BOOLEAN,
-    compile BOOLEAN,
-    tf32 BOOLEAN,
-    attention VARCHAR,
-    activation_checkpointing BOOLEAN,
-    sharding VARCHAR,
-    offloading BOOLEAN,
-    micro_batch INTEGER,
-    grad_accum INTEGER,
-    pass_s DOUBLE,
-    update_s DOUBLE,
-    step_s DOUBLE,
-    days DOUBLE,
-    samples_per_s DOUBLE,
-    tokens_per_s DOUBLE,
-    mfu DOUBLE,
-    analytic_days DOUBLE,
-    feasible BOOLEAN NOT NULL,
-    failure_kind VARCHAR,
-    failure_message VARCHAR,
-    source VARCHAR NOT NULL,
-    config_source VARCHAR,
-    plausibility VARCHAR,
-    provenance VARCHAR,
-    created_at TIMESTAMP
-);
-CREATE TABLE presets (
-    run_id VARCHAR NOT NULL,
-    kind VARCHAR NOT NULL,
-    id VARCHAR NOT NULL,
-    content VARCHAR NOT NULL,
-    file VARCHAR
-);
-CREATE TABLE gpu_prices (gpu VARCHAR, usd DOUBLE, date DATE, source VARCHAR);
-CREATE TABLE model_flops (model VARCHAR, training_flops DOUBLE, source VARCHAR);
-CREATE TABLE machine_costs (num_gpus INTEGER, kind VARCHAR, cost_usd DOUBLE, source VARCHAR);
-"""
-
-# Version 2: what the engine measures beyond version 1's columns (spread of repeated timings, warm-up
-# and compile time kept apart, peak memory, the attention/SSM kernel that actually ran).
-MIGRATIONS: dict[int, str] = {
-    2: """
-    ALTER TABLE trials ADD COLUMN pass_spread_s DOUBLE;
-    ALTER TABLE trials ADD COLUMN update_spread_s DOUBLE;
-    ALTER TABLE trials ADD COLUMN repetitions INTEGER;
-    ALTER TABLE trials ADD COLUMN warmup_s DOUBLE;
-    ALTER TABLE trials ADD COLUMN compile_s DOUBLE;
-    ALTER TABLE trials ADD COLUMN peak_memory_gb DOUBLE;
-    ALTER TABLE trials ADD COLUMN kernel VARCHAR;
-    ALTER TABLE trials ADD COLUMN duration_s DOUBLE;
-    """,
-    # Version 3: predictions (engine/predict/) carry what they were predicted from, an error band from
-    # the leave-one-out validation, and the memory model's need at the chosen micro-batch.
-    3: """
-    ALTER TABLE trials ADD COLUMN basis VARCHAR;
-    ALTER TABLE trials ADD COLUMN days_low DOUBLE;
-    ALTER TABLE trials ADD COLUMN days_high DOUBLE;
-    ALTER TABLE trials ADD COLUMN memory_need_gb DOUBLE;
-    """,
-    # Version 4: the training run a row answers for (engine/data/runs.py): what sets a step's time
-    # ("512x2048 bf16 adamw") and the steps its days are for. An older file's rows get their model's run:
-    # from the presets stored with their sweep, else from the shipped presets (Store._fill_training_runs).
-    4: """
-    ALTER TABLE trials ADD COLUMN training_run VARCHAR;
-    ALTER TABLE trials ADD COLUMN steps BIGINT;
-    """,
-    # Version 5: what a search cost (engine/bench/guide.py): how it chose what to measure ('guided',
-    # 'exhaustive', or 'pruned' for the dominance-only search before guidance), its wall time, and the
-    # trials it ran and left unrun. An older file's measured runs get them from their own rows and times.
-    5: """
-    ALTER TABLE runs ADD COLUMN search VARCHAR;
-    ALTER TABLE runs ADD COLUMN wall_s DOUBLE;
-    ALTER TABLE runs ADD COLUMN trials_run INTEGER;
-    ALTER TABLE runs ADD COLUMN trials_skipped INTEGER;
-    """,
-}
-
-# An older file's measured runs: the search they ran (their command says), the time between start and end,
-# and their trials launched (a duration) against those recorded without a launch (pruned or skipped).
-_FILL_SEARCH_COST = """
-UPDATE runs SET
-    search = CASE WHEN command LIKE '%--exhaustive%' THEN 'exhaustive' ELSE 'pruned' END,
-    wall_s = CASE WHEN started_at IS NOT NULL AND ended_at IS NOT NULL
-                  THEN epoch(ended_at) - epoch(started_at) END,
-    trials_run = (SELECT count(*) FROM trials t WHERE t.run_id = runs.run_id AND coalesce(t.duration_s, 0) > 0),
-    trials_skipped = (SELECT count(*) FROM trials t WHERE t.run_id = runs.run_id AND coalesce(t.duration_s, 0) = 0)
-WHERE source = 'measured' AND search IS NULL
-"""
-
+# The longest one read of a file from elsewhere may take (s): a file of millions of rows is refused, not waited on.
+READ_BOUND_S = float(os.environ.get("TUI_PLANNER_READ_BOUND_S", "60"))
 
 @dataclass
 class Trial:
@@ -197,6 +85,7 @@ class Trial:
     memory_need_gb: float | None = None  # the memory model's need at micro_batch (predicted, or a skip)
     training_run: str | None = None  # what sets the step's time: "512x2048 bf16 adamw" (engine/data/runs.py)
     steps: int | None = None  # the run's steps, which `days` is for
+    interconnect: str | None = None  # several GPUs: how they reached each other (engine/data/links.py; schema v6)
 
 
 TRIAL_COLUMNS = tuple(f.name for f in dataclasses.fields(Trial))
@@ -260,7 +149,7 @@ class Store:
         Every way a file can be wrong (missing, a folder, locked by a writer, damaged, not ours, from a newer
         version, a name the file system refuses) is a StoreError naming the file, never a traceback."""
         if path is None:
-            store = cls(duckdb.connect(":memory:"), None, False)
+            store = cls(schema.connect(":memory:"), None, False)
             store._create()
             return store
         path = Path(path).expanduser()
@@ -272,12 +161,14 @@ class Store:
                 raise StoreError(f"{path}: no such database file")
             if exists and path.is_dir():
                 raise StoreError(f"{path}: is a directory, not a database file")
+            if exists and not path.is_file():  # a FIFO or a device would block or never end
+                raise StoreError(f"{path}: not a regular file (a pipe or a device), so not a database file")
             if not exists:
                 _create_atomically(path)
         except OSError as e:
             raise StoreError(f"{path}: {e.strerror or e}") from None
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = schema.connect(str(path), read_only=read_only)
         except duckdb.Error as e:
             if _is_lock_error(e):
                 raise StoreError(
@@ -288,7 +179,11 @@ class Store:
             raise StoreError(f"{path}: cannot open as a DuckDB database ({_first_line(e)})") from None
         store = cls(con, path, read_only)
         try:
-            store._check_version()
+            with _bounded(con, path):
+                schema.check_code_free(con, str(path))
+                store._check_version()
+                if read_only and not is_shipped(path):
+                    store = store._recomputed_copy()
         except duckdb.Error as e:
             con.close()
             raise StoreError(f"{path}: cannot read it; the file may be damaged or cut short ({_first_line(e)})") from None
@@ -296,6 +191,38 @@ class Store:
             con.close()
             raise
         return store
+
+    def _recomputed_copy(self) -> "Store":
+        """This file's tables read into an in-memory store of this schema, each trial's figures recomputed from
+        its own timings and shape (engine/data/trust.py); the file is closed. Nothing of the file but its
+        base tables' values is read, and every later query runs on the copy."""
+        from engine.data import trust
+        from engine.data.presets import load_presets
+
+        copy = Store(schema.connect(":memory:"), self.path, False)
+        copy._create()
+        copy.con.execute("DELETE FROM meta")
+        have = {t for (t,) in self.con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary "
+                                                "AND schema_name = 'main'").fetchall()}
+        try:
+            presets = load_presets()
+        except Exception:  # noqa: BLE001 - broken user presets: the shipped ones still check the rows
+            presets = load_presets(include_user=False)
+        models = trust.stored_models(self.con.execute(
+            "SELECT run_id, id, content FROM presets WHERE kind = 'model'").fetchall()) if "presets" in have else {}
+        for table, columns in schema.EXPECTED_COLUMNS.items():
+            if table not in have:
+                continue
+            names = list(columns)
+            cur = self.con.execute(f"SELECT {', '.join(names)} FROM {table}")
+            rows = cur.fetchall()
+            if table == "trials":
+                checked = (trust.recheck(dict(zip(names, r)), presets, models) for r in rows)
+                rows = [tuple(c[n] for n in names) for c in checked]
+            copy.insert(table, names, rows)
+        self.con.close()
+        copy.read_only = True
+        return copy
 
     def cursor(self) -> "Store":
         """The same database for another thread (DuckDB connections are not shared across threads).
@@ -326,6 +253,9 @@ class Store:
         where = self.path or "database"
         if version is None:
             raise StoreError(f"{where}: not a tui-planner database (it has no schema version)")
+        if version < 1:
+            raise StoreError(f"{where}: schema version {version} is not one tui-planner ever wrote (they start at "
+                             "1); the file was altered or is not ours, so it cannot be migrated")
         missing = {"runs", "trials"} - self._tables()
         if missing:
             raise StoreError(f"{where}: not a tui-planner database (no {' or '.join(sorted(missing))} table)")
@@ -340,9 +270,11 @@ class Store:
                     f"{where}: schema v{version} is older than v{SCHEMA_VERSION} and the file is open "
                     f"read-only, so it cannot be migrated. Run `tui-planner db migrate {where}` on a copy."
                 )
+            schema.check_tables(self.con, str(where), version)
             self.con.execute("BEGIN TRANSACTION")
             self._migrate_from(version)
             self.con.execute("COMMIT")
+        schema.check_tables(self.con, str(where), SCHEMA_VERSION)
 
     def _migrate_from(self, version: int) -> None:
         for target in range(version + 1, SCHEMA_VERSION + 1):
@@ -351,12 +283,30 @@ class Store:
             self._fill_training_runs(None)
         if version < 5:
             self.fill_search_cost()
+        if version < 6:
+            self.fill_interconnect()
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
     def fill_search_cost(self) -> None:
         """Give measured runs written before schema v5 (or imported from an older export) what their
         search cost, from their command, times and rows; a run that has it keeps it."""
         self.con.execute(_FILL_SEARCH_COST)
+
+    def fill_interconnect(self) -> None:
+        """Give measured multi-GPU rows written before schema v6 (or imported from an older export) their
+        interconnect: their provenance's, else their run's `nvidia-smi topo -m` (both NVLink so far)."""
+        from engine.data.links import INTERCONNECTS, topology_link
+
+        todo = self.con.execute(
+            "SELECT t.trial_id, t.provenance, r.topology FROM trials t LEFT JOIN runs r ON r.run_id = t.run_id "
+            "WHERE t.interconnect IS NULL AND t.source = 'measured' AND t.gpu <> 'cpu' "
+            "AND t.num_gpus * t.num_nodes > 1").fetchall()
+        for trial_id, prov, topology in todo:
+            link = provenance_of(prov).get("interconnect")
+            if link not in INTERCONNECTS:
+                link = topology_link(topology)
+            if link:
+                self.con.execute("UPDATE trials SET interconnect = ? WHERE trial_id = ?", [link, trial_id])
 
     def fill_training_runs(self, models: Any = None) -> None:
         """Give rows written without their training run (imported from an older export, or the paper's
@@ -536,6 +486,8 @@ class Store:
         try:
             cur = self.con.execute(sql, params)
             return [d[0] for d in cur.description], cur.fetchall()
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None  # Ctrl-C during a query: the caller's clean stop, not a traceback
         except (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
                 duckdb.FatalException, duckdb.CatalogException, duckdb.BinderException) as e:
             raise StoreError(f"{self.path or 'database'}: cannot read it; the file may be damaged, cut short or "
@@ -624,6 +576,27 @@ class Store:
 _LIVE_RUNS: set[str] = set()
 
 
+class _bounded:
+    """Interrupt what runs on `con` past READ_BOUND_S: reading a file from elsewhere never hangs the caller."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, limit_s: float | None = None):
+        import threading
+
+        self.path, self.limit = path, READ_BOUND_S if limit_s is None else limit_s
+        self.timer = threading.Timer(self.limit, con.interrupt)
+        self.timer.daemon = True
+
+    def __enter__(self) -> "_bounded":
+        self.timer.start()
+        return self
+
+    def __exit__(self, kind: Any, e: Any, tb: Any) -> None:
+        self.timer.cancel()
+        if isinstance(e, duckdb.InterruptException):
+            raise StoreError(f"{self.path}: reading it took longer than {self.limit:g} s, so it was stopped "
+                             "(TUI_PLANNER_READ_BOUND_S sets the bound)") from None
+
+
 def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
@@ -642,7 +615,7 @@ def _create_atomically(path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.creating")
     tmp.unlink(missing_ok=True)
     try:
-        con = duckdb.connect(str(tmp))
+        con = schema.connect(str(tmp))
         try:
             Store(con, tmp, False)._create()
             con.execute("CHECKPOINT")

@@ -1,0 +1,172 @@
+"""No number in a results file from elsewhere is taken on trust: each row's figures are recomputed from its own
+timings and shape before anything ranks, fits or shows them.
+
+A row's step is its pass x accumulation + update (when it has them), its days that step x its steps, its MFU the
+FLOPs of one step of its run (the model's FLOPs per token, or per image, from the presets, x the batch and
+sequence its `training_run` names) over its days' worth of the GPUs' dense peak. A stored figure that disagrees
+with the recomputed one by more than 1% is replaced by it (and the row says so in `plausibility`); a row whose
+recomputed MFU is above 100% of the peak, whose time is not a positive finite number, or whose FLOPs or GPU
+nothing here knows, is refused as the engine refuses its own (feasible false, `failure_kind` 'refused', no
+days), with why. No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Mapping
+
+from engine.data import formulas
+from engine.data.generations import mfu_line
+
+TOLERANCE = 0.01  # a stored figure within 1% of its recomputation stands (rounding, float text)
+_RUN = re.compile(r"^(\d+)x(\d+)(px)?\b")
+
+
+def flops_per_unit(model: Any) -> float | None:
+    """The model's training FLOPs per token (per image for image models), from a preset Model or the JSON a
+    sweep stored of it."""
+    try:
+        if isinstance(model, Mapping):
+            t = model["training"]
+            per_sample = model.get("seq_len") or 1
+            return float(model["training_flops"]) / (float(t["steps"]) * float(t["batch_size"]) * float(per_sample))
+        per_sample = model.seq_len or 1
+        return model.training_flops / (model.training.steps * model.training.batch_size * per_sample)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        return None
+
+
+def run_units(training_run: str | None) -> float | None:
+    """Tokens (or images) a step of a run key: '1024x2049 bf16 adamw' -> 1024 x 2049; '4096x224px ...' -> 4096."""
+    found = _RUN.match(training_run or "")
+    if not found:
+        return None
+    batch, size, image = int(found.group(1)), int(found.group(2)), bool(found.group(3))
+    return float(batch) if image else float(batch * size)
+
+
+def _finite(x: Any) -> float | None:
+    if x is None or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _off(stored: float | None, computed: float) -> bool:
+    return stored is None or abs(stored - computed) > TOLERANCE * abs(computed)
+
+
+def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str, str], Any]) -> dict[str, Any]:
+    """The row with its figures recomputed (a new dict; the input is left as it is). `presets` gives models and
+    GPUs; `stored_models` maps (run_id, model id) to the JSON a sweep stored of its model, used for a model no
+    preset names (a config.json of someone's own)."""
+    r = dict(row)
+    if r.get("gpu") == "cpu" or r.get("failure_kind") in ("oom", "refused", "memory", "unsupported", "cannot-win",
+                                                          "failed", "timeout", "stopped") and r.get("days") is None:
+        return r  # nothing timed to check (a CPU run has no peak to compare with)
+    fixed: list[str] = []
+    step, days = _finite(r.get("step_s")), _finite(r.get("days"))
+    pass_s, accum, update = _finite(r.get("pass_s")), _finite(r.get("grad_accum")), _finite(r.get("update_s"))
+    if r.get("source") == "measured" and pass_s is not None and accum is not None and update is not None:
+        computed = pass_s * accum + update
+        if step is None or _off(step, computed):
+            fixed.append("step_s")
+            step = computed
+    steps = _finite(r.get("steps"))
+    if step is not None and steps is not None:
+        computed = step * steps / formulas.SECONDS_PER_DAY
+        if days is None or _off(days, computed):
+            if days is not None or r.get("days") is not None:
+                fixed.append("days")
+            days = computed
+    if (r.get("days") is not None and days is None) or any(
+            v is not None and v <= 0 for v in (step, days)) or any(
+            v is not None and v < 0 for v in (pass_s, update)):
+        return _refuse(r, "its time is not a positive finite number")
+    if days is None:
+        r["mfu"] = None
+        return r  # no time claimed (an out-of-memory row, a prediction that does not fit)
+    units = run_units(r.get("training_run"))
+    model = _model(r, presets, stored_models)
+    per_unit = flops_per_unit(model) if model is not None else None
+    gpu = presets.gpus.get(r.get("gpu")) if r.get("gpu") else None
+    n = (_finite(r.get("num_gpus")) or 0) * (_finite(r.get("num_nodes")) or 1)
+    if per_unit is None or units is None or steps is None or gpu is None or n < 1:
+        why = ("its model's FLOPs are known to no preset" if per_unit is None else
+               "its run (batch x sequence) or steps are missing" if units is None or steps is None else
+               f"GPU {r.get('gpu')!r} is in no preset" if gpu is None else "its GPU count is not a whole number")
+        return _refuse(r, f"its MFU cannot be recomputed ({why})")
+    mfu = per_unit * units * steps / (days * formulas.SECONDS_PER_DAY * n * gpu.peak_16bit_flops)
+    stored_mfu = _finite(r.get("mfu"))
+    if stored_mfu is not None and not _off(stored_mfu, mfu) and mfu <= formulas.IMPOSSIBLE_MFU:
+        mfu = stored_mfu  # the same figure (a prediction capped at the line stays at it, not a hair above)
+    elif stored_mfu is not None or r.get("mfu") is not None:
+        fixed.append("mfu")
+    r["step_s"], r["days"], r["mfu"] = step, days, mfu
+    if step:
+        batch = float(_RUN.match(r["training_run"]).group(1))
+        r["samples_per_s"] = batch / step
+        if not _RUN.match(r["training_run"]).group(3):
+            r["tokens_per_s"] = units / step
+    floor = per_unit * units * steps / (formulas.SECONDS_PER_DAY * n * gpu.peak_16bit_flops)  # days at 100% MFU
+    for k in ("days_low", "days_high"):
+        v = _finite(r.get(k))
+        r[k] = None if v is None else max(v, floor)
+    if mfu > formulas.IMPOSSIBLE_MFU:
+        if str(r.get("source", "")).startswith("paper"):
+            # The paper's own figures above the peak (its timer did not synchronize) are kept and flagged
+            # 'impossible', as the shipped database holds them: nothing ranks or fits on such a row.
+            r["plausibility"] = "impossible"
+            return r
+        return _refuse(r, f"{mfu:.0%} of the GPUs' dense peak is physically impossible")
+    if "mfu" in fixed or r.get("plausibility") not in ("ok", "implausible"):
+        r["plausibility"] = formulas.plausibility(mfu, mfu_line(gpu))
+    if fixed:
+        r["provenance"] = _with_note(r.get("provenance"), fixed)
+    return r
+
+
+def _model(r: Mapping[str, Any], presets: Any, stored: Mapping[tuple[str, str], Any]) -> Any:
+    mid = str(r.get("model") or "")
+    if mid in presets.models:
+        return presets.models[mid]
+    base = mid.split("+", 1)[0]  # a preset on a run of its own: pythia-1b+b512s4096 (engine/data/runs.py)
+    if base in presets.models:
+        return presets.models[base]
+    return stored.get((r.get("run_id"), mid))
+
+
+def _refuse(r: dict[str, Any], why: str) -> dict[str, Any]:
+    r.update(feasible=False, failure_kind="refused", days=None, days_low=None, days_high=None, mfu=None,
+             plausibility="impossible" if "impossible" in why else None,
+             failure_message=f"refused on reading: {why}; the file's own figures are not shown")
+    return r
+
+
+def _with_note(provenance: Any, fixed: list[str]) -> str:
+    try:
+        p = json.loads(provenance) if isinstance(provenance, str) and provenance else {}
+    except ValueError:
+        p = {}
+    if not isinstance(p, dict):
+        p = {}
+    p["recomputed_on_reading"] = fixed
+    return json.dumps(p, default=str)
+
+
+def stored_models(rows: list[tuple[str, str, str]]) -> dict[tuple[str, str], Any]:
+    """(run_id, id, content) rows of a file's presets table (kind 'model') -> the parsed JSON of each."""
+    out: dict[tuple[str, str], Any] = {}
+    for run_id, mid, content in rows:
+        try:
+            m = json.loads(content)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(m, dict):
+            out[(run_id, mid)] = m
+    return out
