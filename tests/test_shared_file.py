@@ -159,3 +159,32 @@ def test_a_read_is_bounded():
     with pytest.raises(StoreError, match="took longer than 0.2 s"):
         with _bounded(con, Path("their.duckdb"), limit_s=0.2):
             con.execute("SELECT count(*) FROM range(10000000000000)").fetchall()
+
+
+def test_a_file_that_cannot_grow_says_so_and_keeps_its_rows(tmp_path):
+    """A full disk or a size limit (here RLIMIT_FSIZE, in a process of its own): the write that did not happen
+    says why in words, and every row written before it is still in the file."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, signal, sys; sys.path.insert(0, sys.argv[1])\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "from engine.data.store import Store, Trial, Run\n"
+        "from engine.data.errors import StoreError\n"
+        "s = Store.open(sys.argv[2], read_only=False); r = Run(source='measured'); s.add_run(r)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (3_000_000, 3_000_000))\n"
+        "n = 0\n"
+        "try:\n"
+        "    while n < 100000:\n"
+        "        s.add_trials([Trial(model='m', gpu='g', num_gpus=1, feasible=True, source='measured', "
+        "run_id=r.run_id, provenance='x' * 2000) for _ in range(50)]); n += 50\n"
+        "except StoreError as e:\n"
+        "    print(n); print(e)\n")
+    db = tmp_path / "grow.duckdb"
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(db)], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in out.stderr, out.stderr[-1000:]
+    written, message = out.stdout.splitlines()[:2]
+    assert "this write did not happen; every row written before it is in the file" in message
+    with Store.open(db, read_only=True) as s:
+        assert s.query("SELECT count(*) AS n FROM trials")[0]["n"] == int(written) > 0

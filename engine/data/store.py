@@ -399,7 +399,7 @@ class Store:
                  trials_skipped, run_id],
             )
         except duckdb.Error as e:
-            raise StoreError(f"{self.path or 'database'}: cannot write ({_first_line(e)})") from e
+            raise self._write_error(e) from e
         finally:
             _LIVE_RUNS.discard(run_id)  # over either way: unwritten, it reads (and is marked) interrupted
         self._checkpoint()
@@ -412,8 +412,11 @@ class Store:
         stale = [r for r in self.query("SELECT run_id FROM runs WHERE status = 'running'")
                  if r["run_id"] not in _LIVE_RUNS]
         if stale:
-            self.con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?))",
-                             [[r["run_id"] for r in stale]])
+            try:
+                self.con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?))",
+                                 [[r["run_id"] for r in stale]])
+            except duckdb.Error as e:
+                raise self._write_error(e) from e
         self.add_run(run)
         _LIVE_RUNS.add(run.run_id)
         return run.run_id
@@ -437,8 +440,8 @@ class Store:
             return
         marks = ", ".join("?" for _ in columns)
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
-        self.con.execute("BEGIN TRANSACTION")
         try:
+            self.con.execute("BEGIN TRANSACTION")
             if len(rows) > 8:  # one statement of column lists: a row at a time costs ~1 ms each in DuckDB
                 kinds = dict(self.con.execute(
                     "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
@@ -455,9 +458,27 @@ class Store:
             except duckdb.Error:
                 pass
             if isinstance(e, duckdb.Error):
-                raise StoreError(f"{self.path or 'database'}: cannot write ({_first_line(e)})") from e
+                raise self._write_error(e) from e
             raise
         self._checkpoint()
+
+    def _write_error(self, e: Exception) -> StoreError:
+        """What a failed write says: a full disk by name (DuckDB's own words are "database has been invalidated"
+        once a checkpoint failed for want of space), and that the rows already in the file are kept."""
+        text = str(e)
+        where = self.path or "database"
+        if "No space left" in text or "ENOSPC" in text:
+            return StoreError(f"{where}: the disk is full (no space left on device), so this write did not "
+                              "happen; every row written before it is in the file. Free some space and run the "
+                              "same command again")
+        if "File too large" in text or "EFBIG" in text:
+            return StoreError(f"{where}: the file system would not let the file grow (file too large: a quota or "
+                              "size limit), so this write did not happen; every row written before it is in the "
+                              "file")
+        if "invalidated" in text:
+            return StoreError(f"{where}: an earlier write failed and DuckDB closed the file for writing "
+                              f"({_first_line(e)}); rows written before it are in the file. Run the command again")
+        return StoreError(f"{where}: cannot write ({_first_line(e)})")
 
     def _checkpoint(self) -> None:
         """Move what was just committed from the write-ahead log into the file itself: a copy of the file
