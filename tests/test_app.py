@@ -226,6 +226,58 @@ def test_a_field_applies_on_enter_or_on_leaving_it_and_the_title_agrees(db, size
     asyncio.run(go())
 
 
+def test_x_writes_the_plan_as_a_report_and_says_where_and_a_screenshot_makes_its_folder(db, tmp_path, monkeypatch):
+    """Issue 41, item 8: the run, the inputs, every option with its evidence and dated prices, the verdict,
+    as Markdown and CSV, and an SVG of the screen, in a folder made for them; Textual's screenshot makes
+    ~/Downloads where it is missing."""
+    import csv
+    import io
+
+    import platformdirs
+
+    from tui_planner import format as fmt
+    from tui_planner import report
+
+    folder = tmp_path / "not" / "yet"
+    downloads = tmp_path / "Downloads"
+    monkeypatch.setattr(platformdirs, "user_downloads_path", lambda: downloads)
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("right_square_bracket", "x")  # the plan as it is now: $60,000
+            await ranked(pilot, app, budget_usd=60_000)
+            await pilot.pause(0.1)
+            await pilot.press(*str(folder), "enter")
+            await pilot.pause(0.1)
+            said = [n.message for n in app._notifications]
+            app.deliver_screenshot()  # the command palette's "Screenshot"
+            await pilot.pause(0.1)
+            said += [n.message for n in app._notifications]
+            return app.ranking, said
+
+    ranking, said = asyncio.run(go())
+    files = sorted(folder.iterdir())
+    assert [p.suffix for p in files] == [".csv", ".md", ".svg"] and files[0].stem.startswith("plan-pythia-1b-")
+    assert any(str(folder) in m and files[1].name in m for m in said), said
+    options = [r for r in ranking.rows if r["system"]]
+    md = files[1].read_text()
+    assert "300B tokens: 143,000 steps" in md and "| budget (hardware) | \\$60,000 |" in md
+    assert "- Buy " in md and "Runner-up" in md and "MFU" in md  # the verdict and its reasons
+    first = options[0]  # its prices, dated, with their whole sources
+    assert f"- {first['gpu']} (per GPU): \\{fmt.usd(first['gpu_price_usd'])}, {fmt_date(first['gpu_price_date'])}" in md
+    assert report.md(first["gpu_price_source"]) in md
+    lines = list(csv.DictReader(io.StringIO(files[0].read_text())))
+    assert [(int(x["num_gpus"]), x["gpu"]) for x in lines] == [(r["num_gpus"], r["gpu"]) for r in options]
+    assert all(x["evidence"] and x["gpu_price_date"] and x["run"].startswith("300B") for x in lines)
+    svg = files[2].read_text()
+    assert svg.startswith("<svg") and "Buy" in svg and "60,000" in svg
+    shots = list(downloads.iterdir())
+    assert len(shots) == 1 and shots[0].suffix == ".svg" and any(str(shots[0]) in m for m in said), said
+    assert report.md("a|b [x](y) *z* $5 \x1b") == "a\\|b \\[x\\](y) \\*z\\* \\$5 \\\\x1b"  # ESC written out, its \\ shown
+
+
 def test_toggling_a_gpu_type_drops_it_from_the_ranking(db):
     async def go():
         app = make_app(db)

@@ -415,6 +415,64 @@ class PlannerApp(App):
 
         self.push_screen(GlossaryScreen())
 
+    def action_report(self) -> None:
+        """x on Plan and Chart: the plan as a report to take to a department, Markdown and CSV
+        (tui_planner/report.py) and an SVG of the screen as it is now, written to a folder asked for (made if
+        missing); says where they went."""
+        result = self.ranking
+        if result is None or result.state != self.state or result.model is None:
+            why = result.error if result is not None and result.state == self.state and result.error else None
+            self.notify(fmt.visible(f"No report: {why}" if why else "The plan is still being ranked: x again in "
+                                    "a moment", newlines=True), title="Report", severity="warning", timeout=6,
+                        markup=False)
+            return
+        svg = self.export_screenshot()  # the screen now, before the question covers it
+        from tui_planner.app.screens.dialogs import AskPath
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.write_report(Path(path).expanduser(), result, svg)
+
+        self.push_screen(AskPath("Write the plan as a report (Markdown, CSV and an SVG of this screen) to folder",
+                                 str(Path.cwd() / "tui-planner-reports")), chosen)
+
+    def write_report(self, folder: Path, result: Ranking, svg: str, when: dt.datetime | None = None) -> list[Path]:
+        """Write `result` as a report in `folder` (made if missing), its files named for the model and the
+        time; says where they went, or why not (then returns [])."""
+        from tui_planner import report
+
+        when = when or dt.datetime.now()
+        db = str(self.store.path) + (f" (with predictions made now for {result.model.id})" if result.store else "")
+        try:
+            texts = {"md": report.markdown(result.rows, result.state, result.presets, result.model, db, when),
+                     "csv": report.options_csv(result.rows, result.model), "svg": svg}
+            written = report.write(folder, report.stem(result.model.id, when), texts)
+        except (OSError, PlannerError) as e:
+            self.notify(fmt.visible(f"Cannot write the report to {folder}: {e}", newlines=True), title="Report",
+                        severity="error", timeout=10, markup=False)
+            return []
+        self.notify(fmt.visible(f"Wrote the plan to {folder.resolve()}: " + ", ".join(p.name for p in written)),
+                    title="Report", timeout=12, markup=False)
+        return written
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Textual's screenshot (the palette's "Screenshot"): into ~/Downloads, made if missing (Textual's own
+        fails without it), or the folder given; says where it went or why not."""
+        from platformdirs import user_downloads_path
+
+        folder = Path(path).expanduser() if path else user_downloads_path()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            written = self.save_screenshot(filename, str(folder), time_format)
+        except OSError as e:
+            self.notify(fmt.visible(f"Cannot save a screenshot in {folder}: {e}", newlines=True),
+                        title="Screenshot", severity="error", timeout=10, markup=False)
+            return None
+        self.notify(fmt.visible(f"Saved a screenshot of this screen to {written}"), title="Screenshot", timeout=10,
+                    markup=False)
+        return None
+
     def action_open_db(self) -> None:
         from tui_planner.app.screens.dialogs import AskPath
 

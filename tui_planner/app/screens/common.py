@@ -31,6 +31,8 @@ WHAT_IF_BINDINGS = [
     Binding("s", "sources", "src", tooltip="cycle which sources are trusted"),
     Binding("t", "tokens(2)", "tokens x2", show=False, tooltip="twice the tokens (same batch and sequence)"),
     Binding("T", "tokens(0.5)", "tokens /2", show=False, tooltip="half the tokens"),
+    Binding("x", "app.report", "Report", show=False,
+            tooltip="write the plan as a report: Markdown, CSV and an SVG of this screen, to a folder"),
 ]
 
 
