@@ -24,12 +24,17 @@ ODD_VALUES = ['""', "-1", "0", "1e308", "nan", "inf", "[]", "[1, [2, [3]]]", "{a
 ODD_JSON = [None, -1, 0, 10**12, 1e308, "", "12", [], {}, True, 0.5, [1, 2], {"a": {"b": 1}}, -(10**18)]
 
 
+SECRET = "fuzz-secret-of-the-reader-7d1e"
+
+
 def _run(capsys, argv) -> None:
-    """The command ends in its own way: 0, or 2 with one error line; never an exception (a traceback)."""
+    """The command ends in its own way: 0, or 2 with one error line; never an exception (a traceback), and
+    never a word of a file outside the database (SECRET, which schema mutations try to read)."""
     code = main(argv)
     out = capsys.readouterr()
     assert code in (0, 2), (argv, code, out.err[-500:])
     assert "Traceback" not in out.err and "Traceback" not in out.out
+    assert SECRET not in out.out + out.err
     if code == 2:
         assert "error" in out.err, out.err[-500:]
 
@@ -137,6 +142,38 @@ def _databases(real: Path, folder: Path, rng: random.Random):
         con.execute(statement)
         con.close()
         yield "foreign", path.read_bytes()
+    # Ours, with its schema changed as a file from elsewhere may be: views (one reading a local file), macros
+    # shadowing built-ins, types, sequences, generated columns, columns of other types or missing, tables gone.
+    secret = folder / "secret.txt"
+    secret.write_text(SECRET)
+    read = f"(SELECT content FROM read_text('{secret}'))"
+    columns = [r[0] for r in duckdb.connect(str(real), read_only=True).execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'trials'").fetchall()]
+    schema_changes = [
+        f"ALTER TABLE trials RENAME TO t0; CREATE VIEW trials AS SELECT t0.* REPLACE ({read} AS model) FROM t0",
+        f"ALTER TABLE runs RENAME TO r0; CREATE VIEW runs AS SELECT r0.* REPLACE ({read} AS note) FROM r0",
+        f"CREATE MACRO split_part(a, b, c) AS {read}", f"CREATE MACRO coalesce(a, b) AS {read}",
+        f"CREATE MACRO leak() AS TABLE SELECT * FROM read_text('{secret}')",
+        "CREATE VIEW endless AS SELECT count(*) FROM range(10000000000000)",
+        "CREATE TYPE mood AS ENUM ('a')", "CREATE SEQUENCE s",
+        "CREATE TABLE g (a VARCHAR, b VARCHAR GENERATED ALWAYS AS (a || 'x') VIRTUAL)",
+        "CREATE TABLE c (a INTEGER CHECK (a > 0))",
+        "DROP TABLE runs", "DROP TABLE meta", "DROP TABLE presets", "ALTER TABLE meta RENAME TO m0",
+        "ALTER TABLE trials ALTER {col} TYPE VARCHAR", "ALTER TABLE trials DROP COLUMN {col}",
+        "ALTER TABLE trials ALTER {col} TYPE STRUCT(a INTEGER) USING NULL", "ALTER TABLE trials ADD COLUMN zz INTEGER",
+    ]
+    for _ in range(14):
+        path = folder / "tmp.duckdb"
+        shutil.copy(real, path)
+        con = duckdb.connect(str(path))
+        picked = [c.format(col=rng.choice(columns)) for c in rng.sample(schema_changes, rng.choice([1, 1, 2]))]
+        for statement in picked:
+            try:
+                con.execute(statement)
+            except duckdb.Error:
+                pass  # a change the first one made impossible (a column of a view): the file as it stands
+        con.close()
+        yield "schema: " + "; ".join(picked), path.read_bytes()
     # Ours, with odd values in the rows: text where numbers belong is impossible (typed columns), so
     # NULLs, negatives, zero, huge and non-finite numbers.
     for column, value in [("days", None), ("days", -5.0), ("days", 0.0), ("days", 1e308), ("days", float("nan")),
