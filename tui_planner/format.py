@@ -82,9 +82,16 @@ def console(**kw: Any) -> Console:
 FLAG_MARK = {"implausible": "!", "impossible": "!!"}
 
 
+# Past this many days (2,700 years) a figure is a broken row or a joke, not a plan: shown in scientific
+# notation, never as hundreds of digits (a shared file may say 1e308 days).
+HUGE_DAYS = 1e6
+
+
 def days(value: float | None) -> str:
     if value is None:
         return "—"
+    if value >= HUGE_DAYS:
+        return f"{value:.1e}"
     if value >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
@@ -103,7 +110,9 @@ def duration(seconds: float) -> str:
 
 
 def usd(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.0f}"
+    if value is None:
+        return "—"
+    return f"${value:.2e}" if abs(value) >= 1e15 else f"${value:,.0f}"  # no hundreds of digits
 
 
 def methods(row: dict) -> str:
@@ -144,7 +153,9 @@ def dense_mask(row: dict) -> bool:
 
 
 def compact_days(value: float) -> str:
-    """Days in at most 4 characters, for a band: 4.1, 28, 182, 1.8k."""
+    """Days in at most 4 characters, for a band: 4.1, 28, 182, 1.8k; '>1M' from a million days."""
+    if value >= 999_950:
+        return ">1M"
     if value >= 1000:
         return f"{value / 1000:.1f}k"
     if value < 1 and float(f"{value:.1g}") < 1:
@@ -159,7 +170,7 @@ def band(low: float | None, high: float | None) -> str:
         return ""
 
     def c(v: float) -> str:
-        return f"{v / 1000:.0f}k" if v >= 999.5 else compact_days(v)
+        return f"{v / 1000:.0f}k" if 999.5 <= v < 999_500 else compact_days(v)
 
     lo, hi = c(low), c(high)
     return lo if lo == hi else f"{lo}-{hi}"

@@ -269,11 +269,13 @@ def run_trial(
                             again.get("why"), duration, list(tail))
     if result.get("status"):
         return TrialOutcome(result["status"], result, result.get("failure_message"), duration, list(tail))
-    return TrialOutcome("failed", result, _why_no_result(code, list(tail)), duration, list(tail))
+    return TrialOutcome("failed", result, _why_no_result(code, list(tail), spec.methods.offloading), duration,
+                        list(tail))
 
 
-def _why_no_result(code: int | None, tail: list[str]) -> str:
-    """Say why a trial died without a result, from its exit code or torchrun's failure report."""
+def _why_no_result(code: int | None, tail: list[str], offloading: bool = False) -> str:
+    """Say why a trial died without a result, from its exit code or torchrun's failure report; CPU offloading
+    is named as a likely cause only for a trial that offloads."""
     worker_code = code
     for line in tail:  # torchrun reports the worker's own exit code: "exitcode  : -9 (pid: 4306)"
         text = line.strip()
@@ -283,10 +285,16 @@ def _why_no_result(code: int | None, tail: list[str]) -> str:
             except ValueError:
                 pass
     if worker_code is not None and worker_code < 0:
-        name = signal.Signals(-worker_code).name
-        if name == "SIGKILL":
+        try:
+            name = signal.Signals(-worker_code).name
+        except ValueError:
+            name = f"signal {-worker_code}"
+        if name == "SIGKILL" and offloading:
             return ("trial process killed by SIGKILL: most likely the host ran out of memory "
                     "(CPU offloading keeps optimizer states, and at ZeRO-3 parameters, in host RAM)")
+        if name == "SIGKILL":
+            return ("trial process killed by SIGKILL: most likely the host ran out of memory (the kernel's "
+                    "out-of-memory killer; `dmesg` says), or another process killed it")
         return f"trial process killed by {name} (a crash in native code, e.g. a CUDA or NCCL error)"
     last = next((ln for ln in reversed(tail) if ln.strip() and not set(ln.strip()) <= set("=-")), "")
     return f"trial process exited with code {worker_code} and wrote no result; last output: {last[-300:]}"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from engine.data import formulas, space
+from engine.data import formulas, locks, safe, space
 from engine.bench.environment import (HOST_STAGED, Machine, clear_build_locks, deepspeed_import_error, host_info,
                                       interconnect_of, max_repetitions, nccl_settings, p2p_disabled, probe,
                                       trial_env)
@@ -87,9 +87,7 @@ class SweepRequest:
     no_p2p: bool = False
 
 
-# torch.compile's modes: max-autotune tries Triton matmul templates (longer compile), reduce-overhead
-# and max-autotune add CUDA graphs. Default: None (torch's own default).
-COMPILE_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_MODES = space.COMPILE_MODES  # torch.compile's modes a sweep may ask for (None: torch's default)
 
 
 def resolve_model(req: SweepRequest) -> tuple[Presets, SweepRequest]:
@@ -364,10 +362,21 @@ def check_database(req: SweepRequest) -> None:
     """A sweep writes to a file of the user's own: never the shipped database, by any path or link to it."""
     from engine.data.paths import db_dir, is_shipped, user_db
 
-    if req.db is not None and is_shipped(Path(req.db).expanduser()):
+    if req.db is None:
+        return
+    if is_shipped(Path(req.db).expanduser()):
         raise PlannerError(f"{req.db} is the shipped database (or in its folder, {db_dir()}), which opens "
                            "read-only: measure into a file of your own, e.g. "
                            f"--db {shlex.quote(str(user_db()))} or --db mine.duckdb")
+    # A process that only reads the file (the app browsing it, `results`) also keeps a writer out: say so,
+    # rather than the lock error's "another process is writing" (a writer is told so by Store.open).
+    held = locks.holders(Path(req.db).expanduser())
+    if held and not any(h.writing for h in held):
+        who = "; ".join(f"pid {h.pid}" + (f": {safe.line(locks.name_of(h.pid), 80)}" if locks.name_of(h.pid) else "")
+                        for h in held[:3])
+        raise PlannerError(f"{req.db} is open in another process that only reads it ({who}), e.g. the app "
+                           "browsing it; a sweep needs the file to itself: close that (or open another file there), "
+                           "or measure into another file with --db")
 
 
 def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: None,

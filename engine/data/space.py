@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp2", "fsdp3")
 METHOD_SETS = ("naive", "free-lunch", "all")
+# torch.compile's modes: max-autotune tries Triton matmul templates (longer compile), reduce-overhead
+# and max-autotune add CUDA graphs. A sweep's default is None (torch's own, which it calls "default").
+COMPILE_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)

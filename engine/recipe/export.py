@@ -162,6 +162,10 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                            f"{row['grad_accum']} x {world} GPUs is not {model.id}'s batch of {t.batch_size}")
     ckpt = bool(row["activation_checkpointing"])
     mode = _prov(row).get("compile_mode") if row["compile"] else None  # torch.compile's, when not its default
+    if mode is not None and mode not in (*space.COMPILE_MODES, "default"):  # a shared file's text: never passed on
+        notes.append(f"the torch.compile mode recorded with this trial ({safe.line(mode, 60)}) is not one torch "
+                     f"knows ({', '.join(space.COMPILE_MODES)}): left at torch's default")
+        mode = None
     args: dict[str, Any] = {
         "output_dir": "checkpoints",
         "per_device_train_batch_size": row["micro_batch"],
@@ -354,9 +358,18 @@ def _launch(plan: dict, model: Model) -> str:
         extra = f"# training_args.json names {DEEPSPEED} (ZeRO-{c(plan['sharding'][-1])}), read from this directory.\n"
     elif (plan["sharding"] or "").startswith("fsdp"):
         extra = "# training_args.json carries the FSDP settings (fsdp, fsdp_config).\n"
+    # The model line is Python the reader pastes: the class and the attention go in only as names (a shared
+    # file's `attention` could hold `sdpa"); os.system("...`), else the line says what was left out.
     attn = plan["attn_implementation"]
-    model_line = (f"#   model = {c(model.hf_class)}._from_config(config, attn_implementation=\"{c(attn)}\")"
-                  if attn and attn != "none" else f"#   model = {c(model.hf_class)}._from_config(config)")
+    cls = model.hf_class if model.hf_class.isidentifier() else "AutoModelForCausalLM"
+    odd_cls = "" if cls == model.hf_class else "  # the preset's hf_class is not a Python name: yours here"
+    if attn and attn != "none" and safe.is_attention(attn):
+        model_line = f"#   model = {cls}._from_config(config, attn_implementation=\"{attn}\"){odd_cls}"
+    else:
+        model_line = f"#   model = {cls}._from_config(config){odd_cls}"
+        if attn and attn != "none":
+            model_line += ("\n#   (the attention recorded with this trial is not a name transformers takes: left "
+                           "out; plan.json holds it)")
     if plan.get("compile") and without_dense_masks(plan.get("provenance") or {}):
         call = ("sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing), as measured"
                 if plan.get("activation_checkpointing") else
@@ -436,7 +449,9 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
         lines += ["", "Where the files differ from the benchmark:"] + [f"  - {n}" for n in plan["notes"]]
     lines += ["", f"Check: `tui-planner verify DIR` trains these settings for a few steps on random data and fails "
                   f"when the steady step time is more than 5% from {plan['step_s']:.4g} s."]
-    return "\n".join(lines) + "\n"
+    # Each entry is one line: a line break or an escape in a value from the file (a trial id, a device, a
+    # failure kind) is written out, never a line of its own (EXPLAIN.txt and `export`'s output).
+    return "\n".join(safe.line(ln, limit=100_000) for ln in lines) + "\n"
 
 
 def _price_lines(plan: dict, presets: Presets, today: dt.date | None = None) -> list[str]:
