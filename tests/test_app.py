@@ -569,6 +569,78 @@ def test_benchmark_screen_shows_the_guided_search_its_predictions_what_cannot_wi
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("size", [SIZE, NARROW])
+def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_counts_what_was_resumed(db, size):
+    """Issue 41, item 2: the engine's events posted as a sweep's worker posts them, on a clock of the test's
+    own (no GPU, no waiting): the count includes what a resume took from the database; the time moves while a
+    trial runs, in the progress line and the trial's row; the time left comes from the trials finished and
+    the predictions (what cannot win costs nothing), none before the first; pausing drops it, and the end
+    stops the clock."""
+    from textual.widgets import ProgressBar
+
+    from engine.bench import events as ev
+    from tui_planner.app.screens.bench import EngineEvent
+
+    labels = ("free-lunch", "ckpt", "naive", "zero1")
+    keys = tuple(f"pythia-1b|h100|1|1|{label}|measured" for label in labels)
+    clock = [1000.0]
+
+    async def post(pilot, screen, *events):
+        for e in events:
+            screen.post_message(EngineEvent(e))
+        await pilot.pause(0.05)
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            screen.clock = lambda: clock[0]
+            bar = screen.query_one("#progress", ProgressBar)
+            table = screen.query_one("#trials", DataTable)
+            time_at = table.get_column_index("time")
+            await post(pilot, screen, ev.SweepStarted(total=4, skipped=1, run_id="r", labels=labels, keys=keys),
+                       ev.TrialSkipped(keys[0], "free-lunch", "already in the database (resumed)"),
+                       ev.SearchGuided((("ckpt", "predicted 41.3 days (37-64.3) at micro-batch 16"),
+                                        ("naive", "predicted 100 days (80-150) at micro-batch 8"),
+                                        ("zero1", "predicted 44 days (30-70) at micro-batch 8"))))
+            assert "1/4" in text(app, "#progress-label") and "1 resumed" in text(app, "#progress-label")
+            assert bar.percentage == 0.25  # not 0% after a resume
+            await post(pilot, screen, ev.TrialStarted(keys[1], "ckpt", 2, 4))
+            clock[0] += 100  # a trial that has not finished: the time moves all the same
+            screen._tick()
+            line = text(app, "#progress-label")
+            assert "ckpt 1m40s" in line and "1m40s in" in line and "after the first trial" in line
+            assert str(table.get_cell_at((1, time_at))) == "1m40s"
+            await post(pilot, screen, ev.TrialFinished(keys[1], "ckpt", "measured", days=40.0, mfu=0.5,
+                                                       micro_batch=16, duration_s=100))
+            # naive cannot beat 40 days even at its band's low end (80): only zero1 is left to run
+            assert "2/4" in text(app, "#progress-label") and "~1m40s left" in text(app, "#progress-label")
+            await post(pilot, screen, ev.TrialFinished(keys[2], "naive", "cannot-win", message="cannot win"),
+                       ev.TrialStarted(keys[3], "zero1", 4, 4))
+            clock[0] += 40
+            screen._tick()
+            assert "3/4" in text(app, "#progress-label") and "~1m00s left" in text(app, "#progress-label")
+            clock[0] += 70  # past the mean trial: how much longer is not known, and nothing is left after it
+            screen._tick()
+            assert "last trial" in text(app, "#progress-label") and "left" not in text(app, "#progress-label")
+            app.sweep_running = lambda: True  # as while the sweep's worker runs
+            app.stop_sweep = lambda now: None
+            await pilot.press("p")
+            screen._tick()
+            line = text(app, "#progress-label")
+            assert "pausing after this trial" in line and "left" not in line and "zero1 1m50s" in line
+            await post(pilot, screen, ev.TrialFinished(keys[3], "zero1", "measured", days=45.0, mfu=0.4,
+                                                       micro_batch=8, duration_s=75),
+                       ev.SweepFinished(counts={"measured": 2, "cannot win": 1, "resumed": 1}, stopped=False,
+                                        elapsed_s=215, best="ckpt, 40.0 days"))
+            assert screen._ticker is None and bar.percentage == 1.0
+            assert screen.progress.elapsed_s(clock[0] + 500) == screen.progress.elapsed_s(clock[0])  # stopped
+            assert str(table.get_cell_at((3, time_at))) == "1m15s"
+
+    asyncio.run(go())
+
+
 def test_quitting_during_a_sweep_asks_then_stops_every_trial(db, tmp_path):
     async def go():
         app = make_app(db, presets=(str(FIXTURES / "tiny"),))

@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, ProgressBar
 
 from engine.data.errors import PlannerError
 from tui_planner import format as fmt
+from tui_planner.app.progress import SweepProgress, short_time
 from tui_planner.app.screens.common import Check
 from tui_planner.app.text import content
 
@@ -79,9 +80,9 @@ class SweepDone(Message):
         self.store, self.cursor = store, cursor
 
 
-# (label, key, width): 79 columns with the table's cell padding, at 80 the scrollbar beside.
-COLUMNS = (("combination", "label", 18), ("state", "state", 13), ("predicted", "predicted", 13),
-           ("batch", "mb", 6), ("days", "days", 6), ("MFU", "mfu", 4), ("time", "time", 4))
+# (label, key, width): 79 columns with the table's cell padding, at 80 the scrollbar beside; a time as 2m10s.
+COLUMNS = (("combination", "label", 18), ("state", "state", 12), ("predicted", "predicted", 13),
+           ("batch", "mb", 6), ("days", "days", 6), ("MFU", "mfu", 4), ("time", "time", 5))
 
 
 class BenchScreen(Screen):
@@ -124,7 +125,9 @@ class BenchScreen(Screen):
         yield Static(content(GUIDED), id="search")
         with Horizontal(id="progress-row"):
             # Hidden until a sweep starts: an empty bar would animate (15 frames a second) with nothing running.
-            yield ProgressBar(id="progress", show_eta=True).set_styles("display: none;")
+            # Its own time left: Textual's ETA is a rate of the bar, which jumps with each trial and runs on
+            # while paused (app/progress.py says how ours is made).
+            yield ProgressBar(id="progress", show_eta=False).set_styles("display: none;")
             yield Static(content(IDLE), id="progress-label")
         yield DataTable(id="trials", cursor_type="row")
         yield Static("", id="trial-line")
@@ -141,6 +144,9 @@ class BenchScreen(Screen):
         self.exhaustive = False  # the running (or last) sweep's
         self.machine = None
         self.started_at = 0.0
+        self.clock = time.monotonic  # the progress's clock (a test sets its own)
+        self.progress = SweepProgress()
+        self._ticker = None  # each second while a sweep runs: its time and the running trial's
         self.current: str | None = None
         self.write_cursor = None
         self.probe_machine()
@@ -226,7 +232,7 @@ class BenchScreen(Screen):
         bar = self.query_one("#progress", ProgressBar)
         bar.update(total=None, progress=0)  # animated while the sweep starts (it is running)
         bar.display = True
-        self.started_at = time.monotonic()
+        self.started_at = self.clock()
         self.write_cursor = store.cursor()
         self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event(), store=store)
         self.app.sweep.worker = self.run_sweep(req, store, self.write_cursor, self.app.sweep)
@@ -255,7 +261,8 @@ class BenchScreen(Screen):
     def action_pause(self) -> None:
         if self.app.sweep_running():
             self.app.stop_sweep(now=False)
-            self._label("pausing after the running trial… (r resumes later)")
+            self.progress.pausing = True
+            self._tick()
 
     def action_stop(self) -> None:
         if self.app.sweep_running():
@@ -319,10 +326,27 @@ class BenchScreen(Screen):
     # --- events -> widgets --------------------------------------------------------------------------
 
     def _label(self, markup: str, elapsed: bool = True) -> None:
-        """Rich markup of ours, values from outside in it through fmt.esc; with the seconds since the start."""
-        took = time.monotonic() - self.started_at if self.started_at else 0
-        self.query_one("#progress-label", Static).update(content(f"{markup} [dim]{took:.0f}s[/]" if elapsed
+        """Rich markup of ours, values from outside in it through fmt.esc; with the time since the start."""
+        took = self.clock() - self.started_at if self.started_at else 0
+        self.query_one("#progress-label", Static).update(content(f"{markup} [dim]{short_time(took)}[/]" if elapsed
                                                                  else markup))
+
+    def _tick(self) -> None:
+        """The progress line and the running trial's time in its row (each second while a sweep runs, and on
+        each event)."""
+        now = self.clock()
+        p = self.progress
+        self.query_one("#progress-label", Static).update(content(p.line(now)))
+        if p.current is not None and p.trial_s(now) is not None:
+            self._set(p.current, "time", short_time(p.trial_s(now)))
+        self.query_one("#progress", ProgressBar).update(total=max(1, p.total), progress=p.done)
+
+    def _ticking(self, on: bool) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        if on:
+            self._ticker = self.set_interval(1.0, self._tick)
 
     def _set(self, key: str, column: str, markup: str) -> None:
         """One cell, as rich markup of ours (values from outside in it through fmt.esc)."""
@@ -346,15 +370,22 @@ class BenchScreen(Screen):
             self.query_one("#search", Static).update(content(
                 EXHAUSTIVE if self.exhaustive else
                 "[b]not guided[/]: [dim]no predictions for this model here: every combination measured in order[/]"))
-            bar.update(total=max(1, e.total - e.skipped), progress=0)
-            self._label(f"{e.total} trials" + (f", {e.skipped} already in the database" if e.skipped else "")
-                        + (f"; ZeRO unavailable: {fmt.esc(e.unavailable_why)}" if e.unavailable_why else ""))
+            self.progress.start(e.keys, e.total, self.clock())
+            if e.unavailable_why:
+                self.query_one("#log", RichLog).write(fmt.visible(f"ZeRO unavailable: {e.unavailable_why}"))
+            self._ticking(True)
+            self._tick()
         elif isinstance(e, ev.SearchGuided):
             keys = {label: key for key, label in self.labels.items()}
+            low = {}
             for label, words in e.predicted:
                 if label in keys:
                     self.predicted[keys[label]] = words
                     self._set(keys[label], "predicted", predicted_cell(words))
+                    m = PREDICTED.match(words)
+                    if m is not None:
+                        low[keys[label]] = float(m["low"] or m["days"])
+            self.progress.predicted(low)
             self.query_one("#search", Static).update(content(
                 f"[b]guided[/]: [dim]{len(e.predicted)} predicted, the fastest measured first; what cannot win "
                 "is left unrun[/]"))
@@ -363,8 +394,11 @@ class BenchScreen(Screen):
             if t.row_count:
                 self._show_row(str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value))
         elif isinstance(e, ev.TrialSkipped):
-            self._fill(e.key)
+            row = self._fill(e.key)
             resumed = "resumed" in e.reason
+            measured = row is not None and row.get("source") == "measured" and row.get("feasible")
+            self.progress.settled(e.key, row.get("days") if measured else None, resumed=resumed)
+            self._tick()
             self._set(e.key, "state", "[dim]resumed[/]" if resumed else "[dim]given up[/]")
             if not resumed:
                 self.outcomes[e.key] = e.reason
@@ -373,7 +407,8 @@ class BenchScreen(Screen):
         elif isinstance(e, ev.TrialStarted):
             self.current = e.key
             self._set(e.key, "state", "[b]batch search[/]")
-            self._label(f"{e.index}/{e.total} {fmt.esc(e.label)}")
+            self.progress.trial_started(e.key, e.label, self.clock())
+            self._tick()
         elif isinstance(e, ev.BatchTried):
             self._set(e.key, "state", f"{e.micro_batch} {'fits' if e.fits else '[yellow]OOM[/]'}")
             if e.fits:
@@ -382,11 +417,15 @@ class BenchScreen(Screen):
             self._set(e.key, "state", f"[b cyan]timing[/] @{e.micro_batch}")
             self._set(e.key, "mb", str(e.micro_batch))
         elif isinstance(e, ev.TrialFinished):
-            bar.advance(1)
+            self.progress.finished(e.key, e.status, e.days, e.duration_s)
             self._finished(e)
+            self._tick()
         elif isinstance(e, ev.Log):
             self.query_one("#log", RichLog).write(fmt.visible(e.line))  # markup=False: shown as it came
         elif isinstance(e, ev.SweepFinished):
+            self._ticking(False)
+            self.progress.end(self.clock())
+            bar.update(total=max(1, self.progress.total), progress=self.progress.done)
             took = f" in {fmt.duration(e.elapsed_s)}"
             best = f" · fastest: {fmt.esc(e.best)}" if e.best else ""
             self._label(("[yellow]stopped[/]" if e.stopped else "[green]done[/]") + took + best
@@ -401,6 +440,7 @@ class BenchScreen(Screen):
 
     @on(SweepDone)
     def _done(self, message: SweepDone) -> None:
+        self._ticking(False)  # ended without its SweepFinished (refused, or a bug): the time stops too
         bar = self.query_one("#progress", ProgressBar)
         if bar.total is None:  # refused or failed before its first trial: no bar left animating
             bar.display = False
@@ -412,7 +452,7 @@ class BenchScreen(Screen):
     def _finished(self, e) -> None:
         style = STATE_STYLE.get(e.status, "")
         self._set(e.key, "state", f"[{style}]{fmt.esc(e.status)}[/]" if style else fmt.esc(e.status))
-        self._set(e.key, "time", f"{e.duration_s:.0f}s" if e.duration_s or e.status != "cannot-win" else "—")
+        self._set(e.key, "time", short_time(e.duration_s) if e.duration_s or e.status != "cannot-win" else "—")
         if e.status == "cannot-win":  # the whole row dim: decided on its prediction, nothing ran
             label = self.labels.get(e.key, e.label)
             self._set(e.key, "label", f"[dim]{fmt.esc(label)}[/]")
@@ -424,15 +464,17 @@ class BenchScreen(Screen):
             self.query_one("#log", RichLog).write(fmt.visible(f"[{e.status}] {e.label}: {e.message}"))
             self._refresh_row(e.key)
 
-    def _fill(self, key: str) -> None:
-        """Fill a row from what the sweep stored (the table shows the database, not the event)."""
+    def _fill(self, key: str) -> dict | None:
+        """Fill a row from what the sweep stored (the table shows the database, not the event); that row."""
         if self.write_cursor is None:
-            return
+            return None
         rows = self.write_cursor.query("SELECT * FROM trials WHERE key = ? ORDER BY created_at DESC LIMIT 1", [key])
-        if rows:
-            row = rows[0]
-            if row.get("micro_batch"):
-                self._set(key, "mb", fmt.esc(f"{row['micro_batch']}x{row['grad_accum']}" if row.get("grad_accum")
-                                             else row["micro_batch"]))
-            self._set(key, "days", fmt.days(row.get("days")) if row.get("days") is not None else "—")
-            self._set(key, "mfu", fmt.mfu(row.get("mfu"), row.get("plausibility")))
+        if not rows:
+            return None
+        row = rows[0]
+        if row.get("micro_batch"):
+            self._set(key, "mb", fmt.esc(f"{row['micro_batch']}x{row['grad_accum']}" if row.get("grad_accum")
+                                         else row["micro_batch"]))
+        self._set(key, "days", fmt.days(row.get("days")) if row.get("days") is not None else "—")
+        self._set(key, "mfu", fmt.mfu(row.get("mfu"), row.get("plausibility")))
+        return row
