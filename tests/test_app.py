@@ -378,6 +378,48 @@ def test_results_sort_filter_and_open_another_database(db, tmp_path):
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("size", [SIZE, NARROW])
+def test_the_header_says_which_database_and_o_goes_back_to_the_shipped_one(db, tmp_path, monkeypatch, size):
+    """Issue 41, item 4: every screen's header names the database shown; `o`, enter returns to the shipped
+    one from another file (the Benchmark screen's v or an earlier o)."""
+    from textual.widgets._header import HeaderTitle
+
+    from engine.data import paths
+
+    (tmp_path / "db").mkdir()
+    shipped = tmp_path / "db" / "tui-planner.duckdb"
+    shutil.copy(db, shipped)
+    monkeypatch.setattr(paths, "db_dir", lambda: tmp_path / "db")
+    other = tmp_path / "mine.duckdb"
+    with Store.open(other, read_only=False) as s:
+        import_jsonl(s, MEASURED)
+
+    def header(app) -> str:
+        return str(app.screen.query_one(HeaderTitle).render())
+
+    async def go():
+        app = make_app(shipped)
+        async with app.run_test(size=size) as pilot:
+            await ranked(pilot, app)
+            assert "tui-planner — shipped database" in header(app)
+            await pilot.press("4", "o")
+            await pilot.pause(0.2)
+            await pilot.press(*str(other), "enter")
+            await pilot.pause(0.5)
+            assert app.db_path == str(other) and "mine.duckdb" in header(app)
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            assert "mine.duckdb" in header(app) and "shipped" not in header(app)
+            await pilot.press("o")
+            await pilot.pause(0.2)
+            assert "back to the shipped database" in str(app.screen.query_one("#path-hint", Static).render())
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            assert app.db_path == str(shipped) and "tui-planner — shipped database" in header(app)
+
+    asyncio.run(go())
+
+
 def test_w_shows_what_the_highlighted_rows_search_found(db):
     async def go():
         app = make_app(db)

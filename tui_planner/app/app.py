@@ -59,6 +59,25 @@ def _cancelled() -> bool:
         return False
 
 
+def db_label(path: str | Path | None) -> str:
+    """Which database the screens show, for the header: 'shipped database', or the file (under the home
+    folder as ~/..., its start cut where it is long), as plain text."""
+    from engine.data.paths import is_shipped
+
+    if path is None:
+        return "in memory"
+    if is_shipped(Path(path)):
+        return "shipped database"
+    text = str(path)
+    try:
+        text = "~/" + str(Path(path).expanduser().resolve().relative_to(Path.home())) if Path(path).is_absolute() \
+            else text
+    except ValueError:
+        pass
+    text = fmt.visible(text)
+    return text if len(text) <= 40 else "…" + text[-39:]
+
+
 def _screen(module: str, name: str) -> Screen:
     import importlib
 
@@ -79,7 +98,8 @@ class PlannerApp(App):
         Binding("4", "switch_mode('results')", "Results", tooltip="browse every trial in the database"),
         Binding("question_mark,f1", "help", "Help", key_display="?"),
         Binding("ctrl+t", "toggle_theme", "Theme", show=False),
-        Binding("o", "open_db", "Open DB", show=False),
+        Binding("o", "open_db", "Open DB", show=False,
+                tooltip="browse another results file; with one open, enter goes back to the shipped database"),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -146,6 +166,7 @@ class PlannerApp(App):
         self._rank_next: PlanState | None = None
         self._first_ranking: tuple[PlanState, Any] | None = None  # (state, Future): _rank_first
         self.set_reactive(PlannerApp.db_path, str(self.store.path))
+        self.sub_title = db_label(self.store.path)  # in the header of every screen
 
     def _saved_config(self, presets: Presets, config: str) -> str | None:
         """The saved plan's config.json, if it is still one the model can be read from."""
@@ -377,6 +398,7 @@ class PlannerApp(App):
         new = Store.open(Path(path).expanduser(), read_only=True, create=False)
         old, self.store = self.store, new
         self.db_path = str(new.path)
+        self.sub_title = db_label(new.path)
         self._drop_run_stores()  # their measured and paper rows were the old file's
         self._close_when_idle(old)
         if self.state is not None:
@@ -484,6 +506,13 @@ class PlannerApp(App):
                     self.notify(fmt.visible(e, newlines=True), title="Cannot open", severity="error", timeout=8,
                                 markup=False)
 
+        from engine.data.paths import is_shipped, shipped_db
+
+        if self.store.path is not None and not is_shipped(Path(self.store.path)):  # o, enter: back to the shipped one
+            self.push_screen(AskPath("Open a results database (DuckDB file)", str(shipped_db()),
+                                     "enter: back to the shipped database, or type another file · escape cancels"),
+                             chosen)
+            return
         self.push_screen(AskPath("Open a results database (DuckDB file)", str(self.store.path)), chosen)
 
     def sweep_running(self) -> bool:
@@ -513,7 +542,8 @@ class PlannerApp(App):
         yield SystemCommand("Chart", "Training days against cost, Pareto frontier (2)", lambda: self.switch_mode("chart"))
         yield SystemCommand("Benchmark", "Measure a model on this machine's GPUs (3)", lambda: self.switch_mode("bench"))
         yield SystemCommand("Results", "Browse and filter every trial (4)", lambda: self.switch_mode("results"))
-        yield SystemCommand("Open database", "Browse another results file (o)", self.action_open_db)
+        yield SystemCommand("Open database", "Browse another results file, or back to the shipped one (o)",
+                            self.action_open_db)
         yield SystemCommand("Toggle light/dark", "Switch between the light and dark theme (ctrl+t)",
                             self.action_toggle_theme)
         yield SystemCommand("Help", "Every key on every screen (?)", self.action_help)

@@ -179,15 +179,15 @@ class Confirm(ModalScreen[bool]):
 class AskPath(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, title: str, value: str = "") -> None:
+    def __init__(self, title: str, value: str = "", hint: str = "enter opens, escape cancels") -> None:
         super().__init__()
-        self.title_text, self.value = title, value
+        self.title_text, self.value, self.hint = title, value, hint
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text)
             yield Input(self.value, id="path")
-            yield Label("[dim]enter opens, escape cancels[/]")
+            yield Label(content(f"[dim]{fmt.esc(self.hint)}[/]"), id="path-hint")
 
     def on_mount(self) -> None:
         self.query_one("#path", Input).focus()
