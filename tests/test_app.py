@@ -478,10 +478,12 @@ def test_help_lists_every_key_and_the_palette_runs_actions(db):
 
 
 def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
+    """Without a GPU the screen offers only the tiny CPU models shipped with the package (presets/cpu/), not
+    Pythia-1B for hours of batch search on the CPU (issue 41, item 1); one of them is measured here."""
     out = tmp_path / "mine.duckdb"
 
     async def go():
-        app = make_app(db, presets=(str(FIXTURES / "tiny"),))
+        app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("3")
             screen = app.screen
@@ -491,7 +493,17 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
                     break
             assert screen.machine is not None and not screen.machine.gpus
             assert screen.query_one("#b-device", Select).value == "cpu"
-            screen.query_one("#b-model", Select).value = "tiny-neox"
+            models = screen.query_one("#b-model", Select)
+            offered = [value for _, value in models._options]
+            assert offered == ["cpu-tiny-neox", "cpu-tiny-roberta", "cpu-tiny-vit"] and models.value == offered[0]
+            assert "the CPU runs the tiny models only" in text(app, "#machine")
+            assert "cpu" in screen.request().presets[0]  # the shipped tiny models go to the trials
+            screen.query_one("#b-device", Select).value = "cuda"  # a GPU's list: every model
+            await pilot.pause(0.1)
+            assert "pythia-1b" in [value for _, value in models._options]
+            screen.query_one("#b-device", Select).value = "cpu"
+            await pilot.pause(0.1)
+            assert models.value == "cpu-tiny-neox"
             screen.query_one("#b-methods", Select).value = "free-lunch"
             screen.query_one("#b-compile", Checkbox).value = False
             box = screen.query_one("#b-db", Input)
@@ -508,7 +520,7 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             assert "done" in text(app, "#progress-label")
             days_cells = [str(table.get_cell_at((i, table.get_column_index("days")))) for i in range(2)]
             with Store.open(out, read_only=True) as s:
-                rows = s.trials(model="tiny-neox")
+                rows = s.trials(model="cpu-tiny-neox")
             assert len(rows) == 2 and all(r["feasible"] for r in rows)
             from tui_planner import format as fmt
 
@@ -528,7 +540,7 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             assert all("resumed" in str(table.get_cell_at((i, 1))) for i in range(2))
             assert sorted(str(table.get_cell_at((i, table.get_column_index("days")))) for i in range(2)) == sorted(days_cells)
             with Store.open(out, read_only=True) as s:
-                assert len(s.trials(model="tiny-neox")) == 2
+                assert len(s.trials(model="cpu-tiny-neox")) == 2
             await pilot.press("v")
             await pilot.pause(0.5)
             assert type(app.screen).__name__ == "ResultsScreen" and app.db_path == str(out)

@@ -30,6 +30,25 @@ from tui_planner.app.progress import SweepProgress, short_time
 from tui_planner.app.screens.common import Check
 from tui_planner.app.text import content
 
+# The largest model a trial on the CPU may train (parameters): the tiny models, whose search takes minutes
+# there; a real one (Pythia-1B: 1e9) would spend hours in its batch search.
+CPU_MAX_PARAMS = 10e6
+
+
+def params(model) -> float:
+    """A model's parameters, from its training FLOPs (6·N per token or sample; presets.py writes them so for
+    a preset that gives `params`, a little over N where they count attention too)."""
+    units = model.training.batch_size * model.training.steps * (model.seq_len or 1)
+    return model.training_flops / (6 * units)
+
+
+def cpu_presets() -> Path:
+    """The tiny models shipped for a machine without a GPU (presets/cpu/), not among the shipped presets."""
+    from engine.data.paths import presets_dir
+
+    return presets_dir() / "cpu"
+
+
 # Where torch is missing: the bench extra, as installed from a clone (the README's set-up).
 NO_TORCH = "torch is not installed: to benchmark, install the bench extra (from a clone: pip install '.[bench]')"
 
@@ -143,6 +162,7 @@ class BenchScreen(Screen):
         self.outcomes: dict[str, str] = {}  # key -> why it ended as it did (cannot win, failed...)
         self.exhaustive = False  # the running (or last) sweep's
         self.machine = None
+        self.cpu_models: dict[str, str] = {}  # what the CPU may train (id: name), once the machine is probed
         self.started_at = 0.0
         self.clock = time.monotonic  # the progress's clock (a test sets its own)
         self.progress = SweepProgress()
@@ -159,10 +179,23 @@ class BenchScreen(Screen):
         from engine.bench.environment import probe
 
         m = probe()
-        self.app.call_from_thread(self._show_machine, m)
+        cpu = self._cpu_models()
+        self.app.call_from_thread(self._show_machine, m, cpu)
 
-    def _show_machine(self, m) -> None:
+    def _cpu_models(self) -> dict[str, str]:
+        """The models the CPU may train (id: name): the shipped tiny ones and any as small of the app's."""
+        from engine.data.presets import load_presets
+
+        try:
+            shipped = load_presets(extra=(cpu_presets(),), include_user=False).models
+        except PlannerError:  # a broken install: the app's own small models, if any
+            shipped = {}
+        models = {**shipped, **self.app.presets.models}
+        return {m.id: m.name for m in models.values() if params(m) <= CPU_MAX_PARAMS}
+
+    def _show_machine(self, m, cpu_models: dict[str, str] | None = None) -> None:
         self.machine = m
+        self.cpu_models = cpu_models or {}
         label = self.query_one("#machine", Static)
         e = fmt.esc
         if m.gpus:
@@ -170,9 +203,15 @@ class BenchScreen(Screen):
             gpus = ", ".join(f"{c} x {n} ({m.memory_gb[m.gpus.index(n)]:.0f} GiB)" for n, c in names.items())
             label.update(content(f"[b]{e(gpus)}[/b] · driver {e(m.driver)} · torch {e(m.torch)} · CUDA {e(m.cuda)}"))
         else:
-            label.update(content(f"[yellow]{e(self.hint(m))}[/]" + ("" if m.torch else "; browse results offline (4)")))
             if m.torch:
-                self.query_one("#b-device", Select).value = "cpu"
+                label.update(content("[yellow]no GPU here:[/] the CPU runs the tiny models only [dim](Model), to "
+                                     "try the engine[/]" if self.cpu_models else
+                                     "[yellow]no GPU here, and no tiny CPU models: presets/cpu is missing[/]"))
+                with self.query_one("#b-device", Select).prevent(Select.Changed):
+                    self.query_one("#b-device", Select).value = "cpu"
+                self._offer_models("cpu")
+            else:
+                label.update(content(f"[yellow]{e(self.hint(m))}[/]; browse results offline (4)"))
 
     @staticmethod
     def hint(m) -> str:
@@ -194,10 +233,13 @@ class BenchScreen(Screen):
             raise PlannerError("the shipped database is read-only: save to a file of your own")
         if int(gpus) < 1:
             raise PlannerError("GPUs must be at least 1")
+        device = str(self.query_one("#b-device", Select).value)
+        # On the CPU the shipped tiny models first: the app's own presets (--presets) win over them.
+        presets = (str(cpu_presets()), *self.app.preset_paths) if device == "cpu" else self.app.preset_paths
         return SweepRequest(
             model=str(self.query_one("#b-model", Select).value), methods=str(self.query_one("#b-methods", Select).value),
-            num_gpus=int(gpus), device=str(self.query_one("#b-device", Select).value), db=Path(db).expanduser(),
-            presets=self.app.preset_paths, timeout_s=900.0,
+            num_gpus=int(gpus), device=device, db=Path(db).expanduser(),
+            presets=presets, timeout_s=900.0,
             compile=self.query_one("#b-compile", Check).value, note="tui-planner app",
             retry_failed=self.query_one("#b-retry", Check).value,
             exhaustive=self.query_one("#b-exhaustive", Check).value,
@@ -287,6 +329,25 @@ class BenchScreen(Screen):
 
     def action_focus_table(self) -> None:
         self.query_one("#trials", DataTable).focus()
+
+    @on(Select.Changed, "#b-device")
+    def _device(self, event: Select.Changed) -> None:
+        self._offer_models(str(event.value))
+
+    def _offer_models(self, device: str) -> None:
+        """The models the device can train: on the CPU only the tiny ones (a real model would spend hours in
+        its batch search); on a GPU every model."""
+        box = self.query_one("#b-model", Select)
+        if device == "cpu":
+            if not self.cpu_models:  # the machine not probed yet: its models come with it
+                return
+            options = [(fmt.text(mid), mid) for mid in self.cpu_models]
+        else:
+            options = [(fmt.text(mid), mid) for mid in self.app.presets.models]
+        keep = box.value if box.value in {v for _, v in options} else options[0][1]
+        with box.prevent(Select.Changed):
+            box.set_options(options)
+            box.value = keep
 
     @on(Check.Changed, "#b-exhaustive")
     def _search_mode(self, event: Check.Changed) -> None:
