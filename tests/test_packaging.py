@@ -14,6 +14,7 @@ def test_wheel_carries_presets_and_db(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("engine/_data/presets/models.toml", "engine/_data/presets/gpus.toml",
                    "engine/_data/presets/machines.toml", "engine/_data/db/tui-planner.duckdb",
+                   "engine/_data/presets/cpu/tiny.toml",  # the Benchmark screen's models without a GPU
                    "tui_planner/cli.py", "engine/data/store.py"):
         assert needed in names
     # Installed from the wheel alone (no repository on the path), the command finds its data.
