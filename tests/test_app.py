@@ -695,6 +695,56 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
     asyncio.run(go())
 
 
+def test_stopping_a_sweep_asks_first_logs_one_plain_line_and_counts_what_is_left(db):
+    """Issue 41, item 12: x asks before it kills the running trial; the killed trial's traceback stays out of
+    the log, one line says what was stopped and that a resume runs it again from its start; the counts
+    name what was not run yet (was 'nothing to run of 13' with 12 queued)."""
+    from engine.bench import events as ev
+    from tui_planner.app.screens.bench import EngineEvent
+
+    labels = ("free-lunch", "ckpt", "naive", "zero1")
+    keys = tuple(f"pythia-1b|h100|1|1|{label}|measured" for label in labels)
+    clock = [1000.0]
+    stops = []
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            screen.clock = lambda: clock[0]
+            app.sweep_running = lambda: True  # as while the sweep's worker runs
+            app.stop_sweep = lambda now: stops.append(now)
+            for e in (ev.SweepStarted(total=4, skipped=1, run_id="r", labels=labels, keys=keys),
+                      ev.TrialSkipped(keys[0], "free-lunch", "already in the database (resumed)"),
+                      ev.TrialStarted(keys[1], "ckpt", 2, 4)):
+                screen.post_message(EngineEvent(e))
+            await pilot.pause(0.1)
+            clock[0] += 45
+            await pilot.press("x")
+            assert type(app.screen).__name__ == "Confirm" and stops == []
+            question = str(app.screen.query_one(Static).render())
+            assert "ckpt (45s in)" in question and "again from its start" in question
+            await pilot.press("n")
+            assert stops == [] and type(app.screen).__name__ == "BenchScreen"
+            await pilot.press("x", "y")
+            assert stops == [True]
+            for e in (ev.Log(keys[1], "Traceback (most recent call last):"),
+                      ev.Log(keys[1], "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got "
+                                      "signal: 15"),
+                      ev.TrialFinished(keys[1], "ckpt", "stopped", message="stopped by the user", duration_s=45),
+                      ev.SweepFinished(counts={"resumed": 1}, stopped=True, elapsed_s=50)):
+                screen.post_message(EngineEvent(e))
+            await pilot.pause(0.1)
+            log = [str(line.text) for line in screen.query_one("#log").lines]
+            assert log == ["[stopped] ckpt: stopped by you after 45s: not saved, r runs it again from its start"]
+            search = str(screen.query_one("#search", Static).render())
+            assert "1 resumed, 3 not run yet of 4" in search and "nothing to run" not in search
+            assert "r resumes the 3 left" in text(app, "#progress-label")
+
+    asyncio.run(go())
+
+
 def test_quitting_during_a_sweep_asks_then_stops_every_trial(db, tmp_path):
     async def go():
         app = make_app(db, presets=(str(FIXTURES / "tiny"),))

@@ -108,7 +108,7 @@ class BenchScreen(Screen):
     BINDINGS = [
         Binding("r", "start", "Run", tooltip="start the sweep (a stopped one resumes)"),
         Binding("p", "pause", "Pause", tooltip="stop after the running trial"),
-        Binding("x", "stop", "Stop", tooltip="kill the running trial and stop"),
+        Binding("x", "stop", "Stop", tooltip="kill the running trial and stop (asks first; p pauses after it)"),
         Binding("l", "toggle_log", "Log", tooltip="show or hide the trials' output"),
         Binding("v", "view", "View", tooltip="browse this database in Results"),
         Binding("escape", "focus_table", "Table", show=False),
@@ -168,6 +168,7 @@ class BenchScreen(Screen):
         self.progress = SweepProgress()
         self._ticker = None  # each second while a sweep runs: its time and the running trial's
         self.current: str | None = None
+        self._stopping = False  # x was confirmed: the killed trial's output is left out of the log
         self.write_cursor = None
         self.probe_machine()
         t.focus()
@@ -307,9 +308,26 @@ class BenchScreen(Screen):
             self._tick()
 
     def action_stop(self) -> None:
-        if self.app.sweep_running():
-            self.app.stop_sweep(now=True)
-            self._label("stopping: killing the running trial…")
+        """Ask, then kill the running trial and end the sweep: the trial is not saved, and a resume runs it
+        again from its start (said here, in the log and on the progress line)."""
+        if not self.app.sweep_running():
+            return
+        from tui_planner.app.screens.dialogs import Confirm
+
+        p = self.progress
+        trial = p.trial_s(self.clock())
+        running = (f"the running trial, {fmt.esc(p.current_label)} ({short_time(trial)} in), is killed and not "
+                   "saved; r resumes the search later and runs it again from its start" if trial is not None
+                   else "no trial is running yet; r resumes the search later")
+
+        def answer(yes: bool | None) -> None:
+            if yes and self.app.sweep_running():
+                self._stopping = True
+                self.app.stop_sweep(now=True)
+                self._label("stopping: killing the running trial…")
+
+        self.app.push_screen(Confirm(f"Stop the sweep now? {running}.\nFinished trials are saved. (p instead "
+                                     "pauses after the running trial.)", "Stop now"), answer)
 
     def action_toggle_log(self) -> None:
         log = self.query_one("#log", RichLog)
@@ -425,6 +443,7 @@ class BenchScreen(Screen):
         t = self.query_one("#trials", DataTable)
         bar = self.query_one("#progress", ProgressBar)
         if isinstance(e, ev.SweepStarted):
+            self._stopping = False
             self.labels = dict(zip(e.keys, e.labels))
             for key, label in zip(e.keys, e.labels):
                 t.add_row(fmt.text(label), fmt.cell("[dim]queued[/]"), "", "", "", "", "", key=key)
@@ -482,6 +501,8 @@ class BenchScreen(Screen):
             self._finished(e)
             self._tick()
         elif isinstance(e, ev.Log):
+            if self._stopping and e.key and e.key == self.progress.current:
+                return  # the killed trial's dying words (torchrun's SignalException): one line says it below
             self.query_one("#log", RichLog).write(fmt.visible(e.line))  # markup=False: shown as it came
         elif isinstance(e, ev.SweepFinished):
             self._ticking(False)
@@ -489,13 +510,17 @@ class BenchScreen(Screen):
             bar.update(total=max(1, self.progress.total), progress=self.progress.done)
             took = f" in {fmt.duration(e.elapsed_s)}"
             best = f" · fastest: {fmt.esc(e.best)}" if e.best else ""
+            left = len(self.progress.queued)  # not run yet: the stopped trial among them
             self._label(("[yellow]stopped[/]" if e.stopped else "[green]done[/]") + took + best
-                        + (" · r resumes" if e.stopped else ""), elapsed=False)  # v browses them: the footer
+                        + (f" · r resumes the {left} left" if e.stopped and left else ""),
+                        elapsed=False)  # v browses them: the footer
             # The counts, on the search's line: what ran, what the guided search left unrun and why.
             mode = "exhaustive" if self.exhaustive else "guided" if self.predicted else "not guided"
             counts = [f"[b]{v}[/] {fmt.esc(k)}" + (" [dim](left unrun: exhaustive runs them)[/]"
                                                    if k == "cannot win" else "")
                       for k, v in sorted(e.counts.items(), key=lambda kv: (kv[0] == "cannot win", kv[0]))]
+            if left:
+                counts.append(f"[b]{left}[/] not run yet")
             self.query_one("#search", Static).update(content(
                 f"[b]{mode}[/]: " + (", ".join(counts) or "nothing to run") + f" [dim]of {len(self.labels)}[/]"))
 
@@ -520,7 +545,12 @@ class BenchScreen(Screen):
             self._set(e.key, "predicted", f"[dim]{predicted_cell(self.predicted.get(e.key, ''))}[/]")
         if e.status not in ("stopped", "unavailable"):  # neither wrote a row
             self._fill(e.key)
-        if e.message and e.status not in ("measured", "dominated"):
+        if e.status == "stopped":  # one plain line for what the person did
+            why = f"stopped by you after {short_time(e.duration_s)}: not saved, r runs it again from its start"
+            self.outcomes[e.key] = why
+            self.query_one("#log", RichLog).write(fmt.visible(f"[stopped] {e.label}: {why}"))
+            self._refresh_row(e.key)
+        elif e.message and e.status not in ("measured", "dominated"):
             self.outcomes[e.key] = e.message
             self.query_one("#log", RichLog).write(fmt.visible(f"[{e.status}] {e.label}: {e.message}"))
             self._refresh_row(e.key)
