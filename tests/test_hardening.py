@@ -73,7 +73,12 @@ def test_an_exported_launch_script_runs_nothing_from_the_database_or_presets(tmp
 # --- 5: a full disk: the real error, the file named, the finished trial kept and stored on resume -----
 
 
-def test_a_full_disk_says_so_and_loses_no_finished_trial(tmp_path):
+def test_a_full_disk_says_so_and_loses_no_finished_trial(tmp_path, monkeypatch):
+    # The full disk is a write-ahead log linked to /dev/full; DuckDB with external access off (every store's
+    # connection, engine/data/schema.py) will not follow that link at all, so this test alone opens with it on.
+    from engine.data import schema
+
+    monkeypatch.setitem(schema.SAFE_CONFIG, "enable_external_access", True)
     db = tmp_path / "r.duckdb"
     wal = Path(str(db) + ".wal")
     req = SweepRequest(model="tiny-neox", methods="naive", device="cpu", presets=(TINY,), compile=False,

@@ -233,8 +233,11 @@ def _open_store(args: argparse.Namespace, path: str | None = None):
     from engine.data.paths import shipped_db
     from engine.data.store import Store
 
+    from engine.data.presets import load_presets
+
     target = path or args.db or shipped_db()
-    return Store.open(target, read_only=True, create=False)  # browsing never locks a file a sweep writes
+    # browsing never locks a file a sweep writes; another's file is checked against the presets read with
+    return Store.open(target, read_only=True, create=False, presets=load_presets(getattr(args, "presets", ())))
 
 
 def _with_store(args: argparse.Namespace, command) -> int:

@@ -161,7 +161,11 @@ def _basis_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.db and Path(args.db).expanduser().exists():
         paths.append(Path(args.db).expanduser())
     with ExitStack() as stack:
-        return evidence_rows([stack.enter_context(Store.open(p, read_only=True, create=False)) for p in paths])
+        from engine.data.presets import load_presets
+
+        presets = load_presets(getattr(args, "presets", ()))
+        return evidence_rows([stack.enter_context(Store.open(p, read_only=True, create=False, presets=presets))
+                              for p in paths])
 
 
 def _measured_cells(rows: list[dict[str, Any]], model: str) -> set[tuple[str, str, int]]:

@@ -144,8 +144,11 @@ class Store:
     # --- opening ---------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path | None = None, read_only: bool | None = None, create: bool = True) -> "Store":
+    def open(cls, path: str | Path | None = None, read_only: bool | None = None, create: bool = True,
+             presets: Any = None) -> "Store":
         """Open (or create) a results file. None opens an in-memory store. Shipped files are read-only.
+        A file opened read-only that is not the shipped one is read into memory, its rows' figures recomputed
+        with `presets` (the models and GPUs the caller reads with; None: the shipped and the user's presets).
         Every way a file can be wrong (missing, a folder, locked by a writer, damaged, not ours, from a newer
         version, a name the file system refuses) is a StoreError naming the file, never a traceback."""
         if path is None:
@@ -183,7 +186,7 @@ class Store:
                 schema.check_code_free(con, str(path))
                 store._check_version()
                 if read_only and not is_shipped(path):
-                    store = store._recomputed_copy()
+                    store = store._recomputed_copy(presets)
         except duckdb.Error as e:
             con.close()
             raise StoreError(f"{path}: cannot read it; the file may be damaged or cut short ({_first_line(e)})") from None
@@ -192,7 +195,7 @@ class Store:
             raise
         return store
 
-    def _recomputed_copy(self) -> "Store":
+    def _recomputed_copy(self, presets: Any = None) -> "Store":
         """This file's tables read into an in-memory store of this schema, each trial's figures recomputed from
         its own timings and shape (engine/data/trust.py); the file is closed. Nothing of the file but its
         base tables' values is read, and every later query runs on the copy."""
@@ -204,10 +207,11 @@ class Store:
         copy.con.execute("DELETE FROM meta")
         have = {t for (t,) in self.con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT temporary "
                                                 "AND schema_name = 'main'").fetchall()}
-        try:
-            presets = load_presets()
-        except Exception:  # noqa: BLE001 - broken user presets: the shipped ones still check the rows
-            presets = load_presets(include_user=False)
+        if presets is None:
+            try:
+                presets = load_presets()
+            except Exception:  # noqa: BLE001 - broken user presets: the shipped ones still check the rows
+                presets = load_presets(include_user=False)
         models = trust.stored_models(self.con.execute(
             "SELECT run_id, id, content FROM presets WHERE kind = 'model'").fetchall()) if "presets" in have else {}
         for table, columns in schema.EXPECTED_COLUMNS.items():
@@ -468,7 +472,7 @@ class Store:
         text = str(e)
         where = self.path or "database"
         if "No space left" in text or "ENOSPC" in text:
-            return StoreError(f"{where}: the disk is full (no space left on device), so this write did not "
+            return StoreError(f"{where}: the disk is full (No space left on device), so this write did not "
                               "happen; every row written before it is in the file. Free some space and run the "
                               "same command again")
         if "File too large" in text or "EFBIG" in text:

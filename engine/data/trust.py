@@ -91,9 +91,15 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
     if days is None:
         r["mfu"] = None
         return r  # no time claimed (an out-of-memory row, a prediction that does not fit)
-    units = run_units(r.get("training_run"))
     model = _model(r, presets, stored_models)
     per_unit = flops_per_unit(model) if model is not None else None
+    # A row without its run (an older file's, or written by hand) is on its model's own run, as everywhere
+    # (Store.fill_training_runs): that run's batch, sequence and steps.
+    units = run_units(r.get("training_run")) or _own(model, "units")
+    if steps is None:
+        steps = _own(model, "steps")
+        if step is not None and steps is not None and days is None:
+            days = step * steps / formulas.SECONDS_PER_DAY
     gpu = presets.gpus.get(r.get("gpu")) if r.get("gpu") else None
     n = (_finite(r.get("num_gpus")) or 0) * (_finite(r.get("num_nodes")) or 1)
     if per_unit is None or units is None or steps is None or gpu is None or n < 1:
@@ -108,10 +114,10 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
     elif stored_mfu is not None or r.get("mfu") is not None:
         fixed.append("mfu")
     r["step_s"], r["days"], r["mfu"] = step, days, mfu
-    if step:
-        batch = float(_RUN.match(r["training_run"]).group(1))
-        r["samples_per_s"] = batch / step
-        if not _RUN.match(r["training_run"]).group(3):
+    found = _RUN.match(r.get("training_run") or "")
+    if step and found:
+        r["samples_per_s"] = float(found.group(1)) / step
+        if not found.group(3):
             r["tokens_per_s"] = units / step
     floor = per_unit * units * steps / (formulas.SECONDS_PER_DAY * n * gpu.peak_16bit_flops)  # days at 100% MFU
     for k in ("days_low", "days_high"):
@@ -131,6 +137,20 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
     return r
 
 
+def _own(model: Any, what: str) -> float | None:
+    """A model's own run: tokens (or images) a step, or steps; from a preset Model or a stored one's JSON."""
+    try:
+        if isinstance(model, Mapping):
+            t, seq = model["training"], model.get("seq_len") or 1
+            return float(t["steps"]) if what == "steps" else float(t["batch_size"]) * float(seq)
+        if model is None:
+            return None
+        t = model.training
+        return float(t.steps) if what == "steps" else float(t.batch_size) * float(model.seq_len or 1)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _model(r: Mapping[str, Any], presets: Any, stored: Mapping[tuple[str, str], Any]) -> Any:
     mid = str(r.get("model") or "")
     if mid in presets.models:
@@ -142,9 +162,11 @@ def _model(r: Mapping[str, Any], presets: Any, stored: Mapping[tuple[str, str], 
 
 
 def _refuse(r: dict[str, Any], why: str) -> dict[str, Any]:
+    said = "; ".join(str(x) for x in (r.get("failure_kind"), r.get("failure_message")) if x)
     r.update(feasible=False, failure_kind="refused", days=None, days_low=None, days_high=None, mfu=None,
              plausibility="impossible" if "impossible" in why else None,
-             failure_message=f"refused on reading: {why}; the file's own figures are not shown")
+             failure_message=f"refused on reading: {why}; the file's own figures are not shown"
+                             + (f" (the file said: {said})" if said else ""))
     return r
 
 

@@ -146,7 +146,7 @@ class PlannerApp(App):
         flags = st.plain_run(presets, first, run)  # a run the model cannot have: said before the app opens
         self.presets = presets
         self.preset_paths = tuple(preset_paths)
-        self.store: Store = Store.open(db, read_only=True, create=False)
+        self.store: Store = Store.open(db, read_only=True, create=False, presets=presets)
         self.sweep: SweepHandle | None = None
         self._watchdog = None
         self.theme = LIGHT if light else DARK
@@ -395,7 +395,7 @@ class PlannerApp(App):
 
     def open_database(self, path: str | Path) -> None:
         """Make another results file the current one (read-only). Raises PlannerError with the reason."""
-        new = Store.open(Path(path).expanduser(), read_only=True, create=False)
+        new = Store.open(Path(path).expanduser(), read_only=True, create=False, presets=self.presets)
         old, self.store = self.store, new
         self.db_path = str(new.path)
         self.sub_title = db_label(new.path)
