@@ -4,9 +4,10 @@
 # Each ITEM is one quoted word list:
 #   "MODEL[:METHODS] [BENCH ARGS...] [VAR=VALUE...]"  one `tui-planner bench` (METHODS default all); VAR=VALUE
 #                                                     words set that bench's environment (NCCL_SOCKET_IFNAME=lo)
-#   "ddp MODEL GPUS [VAR=VALUE...]"                   scripts/plain_ddp.py on GPUS GPUs at the micro-batch and
-#                                                     accumulation the database's free-lunch row of that cell
-#                                                     has (same VAR words: the same interconnect); -> $OUT/plain_ddp.jsonl
+#   "ddp MODEL GPUS [MB ACCUM] [VAR=VALUE...]"        scripts/plain_ddp.py on GPUS GPUs at MB x ACCUM, else at the
+#                                                     micro-batch and accumulation of the database's free-lunch row
+#                                                     of that cell on this card (same VAR words: the same
+#                                                     interconnect); -> $OUT/plain_ddp.jsonl
 # e.g. "pythia-1b --gpus 4" "pythia-1b --gpus 4 --no-p2p --only free-lunch zero1" "ddp pythia-1b 4"
 #      "pythia-1b --gpus 2 --nodes 2 --launcher local-nodes --only free-lunch NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
 # Installs the wheels carried in .whl/ (DeepSpeed, DuckDB, ...) into /tmp/site, records the machine
@@ -25,6 +26,9 @@
 set -u
 start=$SECONDS
 kind=$1; db=$2; shift 2
+# A call for one card may come back on the other (H100 <-> H200): the kind recorded is the one that came.
+if nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -q H200; then kind=${kind/h100/h200}
+else kind=${kind/h200/h100}; fi
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -f /tmp/site/.installed ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -47,17 +51,19 @@ for item in "$@"; do
   [ "$left" -gt 30 ] || { echo "=== no time left for $item"; break; }
   if [ "${args[0]}" = ddp ]; then
     model=${args[1]}; n=${args[2]}
-    row=$(python3 - "/tmp/$db" "$model" "$n" "${vars[*]}" <<'EOF'
+    gpu=h100; nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && gpu=h200
+    row=$(python3 - "/tmp/$db" "$model" "$n" "${vars[*]}" "$gpu" <<'EOF'
 import duckdb, sys
-db, model, n, vars_ = sys.argv[1:]
+db, model, n, vars_, gpu = sys.argv[1:]
 staged = "NCCL_P2P_DISABLE=1" in vars_
 con = duckdb.connect(db, read_only=True)
 r = con.execute("SELECT micro_batch, grad_accum FROM trials WHERE source='measured' AND model=? AND num_gpus=? "
-                "AND num_nodes=1 AND key LIKE '%|free-lunch|cuda' || ? AND feasible AND days IS NOT NULL "
-                "ORDER BY created_at DESC LIMIT 1", [model, int(n), "|host-staged" if staged else ""]).fetchone()
+                "AND gpu=? AND num_nodes=1 AND key LIKE '%|free-lunch|cuda' || ? AND feasible AND days IS NOT NULL "
+                "ORDER BY created_at DESC LIMIT 1", [model, int(n), gpu, "|host-staged" if staged else ""]).fetchone()
 print(f"{r[0]} {r[1]}" if r else "")
 EOF
 )
+    [ ${#args[@]} -ge 5 ] && row="${args[3]} ${args[4]}"
     [ -n "$row" ] || { echo "=== ddp $model x$n: no free-lunch row to match"; continue; }
     read -r mb accum <<< "$row"
     echo "=== plain DDP $model x$n at micro-batch $mb x $accum ${vars[*]} $(date -u +%FT%TZ), ${left} s left"

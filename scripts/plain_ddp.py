@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="timed steps (default 3)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first, compilation included (default 2)")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--dense-mask", action="store_true", help="leave transformers' causal mask as it builds it")
     ap.add_argument("--peak-tflops", type=float, default=989.4, help="dense bf16 peak a GPU (H100 SXM: 989.4)")
     ap.add_argument("--out", help="also write the JSON line here (rank 0)")
     args = ap.parse_args()
@@ -61,8 +62,14 @@ def main() -> None:
         config = AutoConfig.for_model(**cfg)
     else:
         config = AutoConfig.for_model(**PYTHIA_1B)
-    config._attn_implementation = "sdpa"
-    net = AutoModelForCausalLM.from_config(config).cuda()
+    if not args.dense_mask:
+        # Pre-training rows hold one unpadded sequence each: no mask tensor, SDPA's own causal flag. (Under
+        # torch.compile, transformers before torch 2.14 builds a dense (batch, 1, seq, seq) mask, which keeps
+        # SDPA off its flash kernel; eager transformers skips it.) The documented hook: a mask function.
+        from transformers import AttentionMaskInterface
+
+        AttentionMaskInterface.register("sdpa", lambda *a, **k: None)
+    net = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").cuda()
     params = sum(p.numel() for p in net.parameters())
     ddp = torch.nn.parallel.DistributedDataParallel(net, device_ids=[local])
     forward = ddp if args.no_compile else torch.compile(ddp)
@@ -108,6 +115,7 @@ def main() -> None:
         "mfu": flops / step_s / (world * args.peak_tflops * 1e12),
         "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
         "device": torch.cuda.get_device_name(), "p2p_disabled": os.environ.get("NCCL_P2P_DISABLE", "0"),
+        "dense_mask": args.dense_mask,
     }
     if rank == 0:
         line = json.dumps(result)

@@ -107,6 +107,8 @@ WITH scaled AS (  -- the model's rows on this run: a step's time holds for any l
     SELECT * REPLACE (days * coalesce($steps / steps, 1.0) AS days, days_low * coalesce($steps / steps, 1.0) AS days_low,
                       days_high * coalesce($steps / steps, 1.0) AS days_high)
     FROM trials WHERE model = $model AND (training_run IS NULL OR training_run = $run)
+      -- rows measured as another machine (no peer access, nodes over sockets) are not this machine's cell
+      AND coalesce(interconnect, '') NOT IN ('host-staged', 'sockets', 'network')
 ),
 cells AS (
     SELECT t.*, s.grp, s.priority,

@@ -4,11 +4,14 @@ says what each term is); the error band from leave-one-out errors (engine/predic
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from engine.data import formulas, space
 from engine.data.errors import PlannerError
+from engine.data.links import HOST_STAGED
 from engine.data.presets import Presets
 from engine.data.space import Methods
 from engine.predict import memory
@@ -66,6 +69,11 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         s = shape(model)
     except PlannerError:
         return None
+    link = row.get("interconnect")
+    if link in ("sockets", "network"):
+        return None  # between nodes: no network term to take the traffic out with (yet)
+    if link == HOST_STAGED:  # measured without peer access: its traffic went through host memory
+        gpu = dataclasses.replace(gpu, p2p=False)
     settings = ("free_lunch", "activation_checkpointing", "sharding", "offloading")
     if any(row.get(k) is None for k in settings):
         return None  # a paper cell whose settings Appendix J does not let us read: unknown methods
