@@ -278,6 +278,46 @@ def test_x_writes_the_plan_as_a_report_and_says_where_and_a_screenshot_makes_its
     assert report.md("a|b [x](y) *z* $5 \x1b") == "a\\|b \\[x\\](y) \\*z\\* \\$5 \\\\x1b"  # ESC written out, its \\ shown
 
 
+def test_each_option_shows_its_days_beside_its_band_and_what_it_trades_against_the_pick(db):
+    """Issue 41, item 7: rows read '25.2 25-43', not '25-43' alone (the order is the figure's); any row
+    highlighted says what it trades against the verdict's pick, not only the runner-up; at 60 columns the
+    band alone, the figure in the line under the table."""
+    from tui_planner import format as fmt
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            table = app.screen.query_one("#ranking", DataTable)
+            options = app.screen.option_rows
+            days = [str(table.get_cell_at((i, table.get_column_index("days")))).strip() for i in range(len(options))]
+            banded = [(d, r) for d, r in zip(days, options) if r["days_low"] != r["days_high"]]
+            assert banded and all(d == f"{fmt.days(r['days'])} {fmt.band(r['days_low'], r['days_high'])}"
+                                  for d, r in banded)
+            assert "vs the pick" not in text(app, "#option")  # the pick itself
+            pick = options[table.cursor_row]
+            await pilot.press("down", "down", "down", "down")
+            other = options[table.cursor_row]
+            more = other["hardware_cost_usd"] - pick["hardware_cost_usd"]
+            slower = other["days"] - pick["days"]
+            assert more > 0 and slower > 0
+            assert f"vs the pick: {fmt.usd(more)} more, {fmt.days(slower)} d slower" in text(app, "#option")
+            table.move_cursor(row=len(options) - 1)  # over budget, and a late row: said against the pick
+            await pilot.pause(0.1)
+            assert not options[-1]["within_budget"] and "over budget" in text(app, "#option")
+            table.move_cursor(row=next(i for i, r in enumerate(options) if r["deadline_verdict"] == "missed"))
+            await pilot.pause(0.1)
+            assert "misses the deadline" in text(app, "#option")
+            await pilot.resize_terminal(*NARROW)
+            await pilot.pause(0.3)
+            cell = str(table.get_cell_at((table.cursor_row, table.get_column_index("days")))).strip()
+            last = options[table.cursor_row]
+            assert cell == fmt.band(last["days_low"], last["days_high"]) and f"{fmt.days(last['days'])} d" in \
+                text(app, "#option")
+
+    asyncio.run(go())
+
+
 def test_toggling_a_gpu_type_drops_it_from_the_ranking(db):
     async def go():
         app = make_app(db)

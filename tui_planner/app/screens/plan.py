@@ -33,9 +33,11 @@ from tui_planner.app.text import content
 
 
 # In the order shown; they share the width the table gets (laid out again on a resize): every column its
-# widest cell where they fit (50 cells at 80x24); narrower, the system and the source are left out (the line
-# under the table names the system, the verdict the source), a cost reads $39.8k and the GPUs are cut; wider,
-# each option's cost per run too. The table has no cell padding of its own: each column holds its space.
+# widest cell where they fit, the days as the figure and a prediction's band beside ('25.2 25-43'), a cost
+# as $39.8k where that keeps the system and the source (80x24); narrower, the system and the source are left
+# out (the line under the table names the system and the source), then the days are the band alone and the
+# GPUs are cut; wider, each option's cost per run too. The table has no cell padding of its own: each column
+# holds its space.
 COLUMNS = (Column("mark", ""), Column("gpus", "GPUs", least=8), Column("system", "in", optional=True),
            Column("hw", "cost", right=True), Column("days", "days", right=True), Column("mfu", "MFU", right=True),
            Column("source", "from", optional=True), Column("run", "$/run", right=True, optional=True))
@@ -94,16 +96,37 @@ def option_mark(r: dict) -> str:
 
 
 def days_cell(r: dict) -> str:
-    """A prediction's band ('25-43'), else its figure: the uncertainty is what a deadline is judged on."""
+    """The days and, for a prediction, its band beside ('25.2 25-43'): the figure the options are ordered by
+    and the range a deadline is judged on."""
     if r.get("days") is None:
         return r["status"]
-    return fmt.band(r.get("days_low"), r.get("days_high")) or fmt.days(r["days"])
+    band = fmt.band(r.get("days_low"), r.get("days_high"))
+    return f"{fmt.days(r['days'])} {band}" if band else fmt.days(r["days"])
 
 
-def option_text(r: dict, source: bool = False) -> str:
+def trade_text(r: dict, pick: dict | None) -> str:
+    """What an option trades against the verdict's pick, as markup: 'vs the pick: $10,176 more, 11.2 d slower,
+    at risk' (over budget, at risk or missing the deadline where the pick is not); '' for the pick itself or
+    with no pick."""
+    if pick is None or r is pick or r.get("days") is None or pick.get("days") is None:
+        return ""
+    dollars = r["hardware_cost_usd"] - pick["hardware_cost_usd"]
+    days = r["days"] - pick["days"]
+    parts = [f"{fmt.usd(abs(dollars))} {'more' if dollars > 0 else 'less'}" if round(dollars) else "same cost",
+             f"{fmt.days(abs(days))} d {'slower' if days > 0 else 'faster'}" if abs(days) >= 0.05 else "as fast"]
+    if not r.get("within_budget") and pick.get("within_budget"):
+        parts.append("[yellow]over budget[/]")
+    risk, pick_risk = r.get("deadline_verdict"), pick.get("deadline_verdict")
+    if risk != pick_risk and risk is not None:
+        parts.append({"met": "meets the deadline", "at risk": "[yellow]at risk[/]"}.get(risk, "[red]misses the deadline[/]"))
+    return "[dim]vs the pick:[/] " + ", ".join(parts)  # the verdict names the pick
+
+
+def option_text(r: dict, source: bool = False, pick: dict | None = None) -> str:
     """The highlighted option under the table, as markup: its system, days (with where they come from when
-    `source`: the table too narrow for its column), cost per run and the paper's figure beside; then its
-    prices, each with its date and the start of its source (p: all of them)."""
+    `source`: the table too narrow for its column), cost per run and the paper's figure beside; for another
+    than the verdict's `pick`, what it trades against it; then its prices, each with its date and the start
+    of its source (p: all of them)."""
     from tui_planner import views
     from tui_planner.glossary import SOURCE_WORDS
 
@@ -115,7 +138,8 @@ def option_text(r: dict, source: bool = False) -> str:
     if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
         head += f"; paper {fmt.days(r['paper_days'])} d at MFU {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
     stale = f" [yellow]{fmt.STALE_MARK} stale: p[/]" if r.get("price_stale") else ""
-    return f"{head}\n[dim]{e(views.price_text(r, source_limit=18))}[/]{stale}"
+    trade = trade_text(r, pick)
+    return f"{head}\n" + (f"{trade}\n" if trade else "") + f"[dim]{e(views.price_text(r, source_limit=18))}[/]{stale}"
 
 
 class PlanScreen(WhatIfScreen):
@@ -295,6 +319,7 @@ class PlanScreen(WhatIfScreen):
                              + "  [dim]*Pareto $over ?risk dlate[/]"))
         t = self.query_one("#ranking", DataTable)
         self.option_rows = []
+        self._pick = None
         self.query_one("#option", Static).update("")
         self._show_verdict(result)
         if not result.error:
@@ -306,20 +331,23 @@ class PlanScreen(WhatIfScreen):
         from engine.plan.verdict import decide
 
         buy = decide(list(result.rows), s.deadline_days).buy
+        self._pick = buy
         at = next((i for i, r in enumerate(self.option_rows) if r is buy), 0)
         if self.option_rows:
             t.move_cursor(row=at, animate=False)
         self._show_option(at)
 
     @staticmethod
-    def _cells(r: dict, short_cost: bool = False) -> dict[str, str]:
-        """An option's cells, as plain text (values from outside made visible; a Cell is never markup)."""
+    def _cells(r: dict, short_cost: bool = False, band_only: bool = False) -> dict[str, str]:
+        """An option's cells, as plain text (values from outside made visible; a Cell is never markup);
+        `band_only`: a prediction's days as its band alone, where the figure beside does not fit."""
         has = r["days"] is not None
         money = money_short if short_cost else fmt.usd
         run = r.get("cost_per_experiment_usd")
         cells = {"mark": option_mark(r), "gpus": f"{r['num_gpus']}x {r['gpu']}", "system": r["system_short"] or "",
                  "hw": money(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else ""),
-                 "days": days_cell(r), "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
+                 "days": (fmt.band(r.get("days_low"), r.get("days_high")) or days_cell(r)) if band_only and has
+                 else days_cell(r), "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
                  "source": SOURCE_SHORT.get(r["source"], r["source"] or "—"),
                  "run": fmt.usd(run) if has and run is not None else "—"}
         return {k: fmt.visible(v) for k, v in cells.items()}
@@ -335,11 +363,19 @@ class PlanScreen(WhatIfScreen):
         def widest(cells: list[dict[str, str]]) -> dict[str, int]:
             return {c.key: max([len(c.label)] + [len(x[c.key]) for x in cells]) for c in COLUMNS}
 
-        cells = [self._cells(r) for r in rows]
-        wide = widest(cells)
-        if sum(wide[c.key] + 1 for c in COLUMNS if not c.optional) > room:  # short of room: $39.8k
-            cells = [self._cells(r, short_cost=True) for r in rows]
-            wide = widest(cells)
+        def need(wide: dict[str, int], keys) -> int:
+            return sum(wide[c.key] + 1 for c in COLUMNS if c.key in keys)
+
+        # The first form where every column but $/run fits, else the first where those that stay do.
+        required = {c.key for c in COLUMNS if not c.optional}
+        forms = [(short, band) for band in (False, True) for short in (False, True)]
+        tried = []
+        for short, band in forms:
+            cells = [self._cells(r, short_cost=short, band_only=band) for r in rows]
+            tried.append((cells, widest(cells)))
+        fits = [x for x in tried if need(x[1], required | {"system", "source"}) <= room] or \
+            [x for x in tried if need(x[1], required) <= room] or tried[-1:]
+        cells, wide = fits[0]
         widths = layout(list(COLUMNS), wide, room)
         shown = [c for c in COLUMNS if c.key in widths]
         self._shown = {c.key for c in shown}
@@ -384,7 +420,8 @@ class PlanScreen(WhatIfScreen):
         if result is None or index is None or not 0 <= index < len(options):
             box.update("")
             return
-        box.update(content(option_text(options[index], source="source" not in getattr(self, "_shown", ()))))
+        box.update(content(option_text(options[index], source="source" not in getattr(self, "_shown", ()),
+                                       pick=getattr(self, "_pick", None))))
 
     @on(DataTable.RowHighlighted, "#ranking")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
