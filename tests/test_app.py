@@ -318,6 +318,24 @@ def test_each_option_shows_its_days_beside_its_band_and_what_it_trades_against_t
     asyncio.run(go())
 
 
+def test_measured_only_says_why_the_measured_gpus_are_not_options(db):
+    """Issue 41, item 5: trusting measured rows alone, the H100 measured one at a time is no option (no
+    system sold takes one H100 SXM): the verdict says so and why, as `rank` does, not only 'no results'."""
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("s", "s", "s")
+            await ranked(pilot, app, sources=("measured",))
+            verdict = text(app, "#verdict")
+            assert "No results" in verdict
+            assert "Not an option (no system sold takes them; 4 lists their rows): 1 x h100 (measured): h100 goes " \
+                   "4 or 8 to a system" in verdict
+
+    asyncio.run(go())
+
+
 def test_toggling_a_gpu_type_drops_it_from_the_ranking(db):
     async def go():
         app = make_app(db)

@@ -104,6 +104,19 @@ def days_cell(r: dict) -> str:
     return f"{fmt.days(r['days'])} {band}" if band else fmt.days(r["days"])
 
 
+def unsold_text(rows) -> str:
+    """The GPUs with a figure that are not an option because no system sold takes them so many at a time,
+    and why, as plain text ('1 x h100 (measured): h100 goes 4 or 8 to a system (...)'), as `rank` says it: a
+    ranking of measured rows alone may have nothing else to show."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for r in rows:
+        if r.get("system") is None and r.get("days") is not None:
+            key = (str(r["gpu"]), str(r.get("source") or ""), (r.get("why") or "").split("; ")[0])
+            groups.setdefault(key, []).append(r["num_gpus"])
+    return "; ".join(f"{'/'.join(map(str, sorted(ns)))} x {gpu}" + (f" ({src})" if src else "") + f": {why}"
+                     for (gpu, src, why), ns in groups.items())
+
+
 def trade_text(r: dict, pick: dict | None) -> str:
     """What an option trades against the verdict's pick, as markup: 'vs the pick: $10,176 more, 11.2 d slower,
     at risk' (over budget, at risk or missing the deadline where the pick is not); '' for the pick itself or
@@ -409,6 +422,9 @@ class PlanScreen(WhatIfScreen):
             verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
         else:
             lines = st.verdict(list(result.rows), result.state)
+            if unsold := unsold_text(result.rows):
+                lines.append(f"[yellow]Not an option[/] [dim](no system sold takes them; 4 lists their rows):[/] "
+                             f"{fmt.esc(unsold)}.")
             if result.missing:
                 lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
             verdict.update(content("\n".join(lines)))
