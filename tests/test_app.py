@@ -336,6 +336,45 @@ def test_measured_only_says_why_the_measured_gpus_are_not_options(db):
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("size", [SIZE, NARROW])
+def test_fields_take_every_letter_t_leaves_three_figures_and_reset_asks(db, size):
+    """Issue 41, item 15: every field takes what is typed, letters too, and checks it the same way (1e309
+    tokens: why not, beside the field; leaving: the plan's value back, said); after t the Tokens field reads
+    as the run line does (600B, not 600.078336B) and leaving it unedited keeps the exact run; R asks before
+    it resets the plan."""
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=size) as pilot:
+            await ranked(pilot, app)
+            tokens = app.screen.query_one("#tokens", Input)
+            await pilot.press("e", "shift+tab", "shift+tab", "shift+tab", *"1e309")
+            assert tokens.has_focus and tokens.value == "1e309" and tokens.has_class("-bad")
+            assert "not a number above 0" in text(app, "#field-note")
+            await pilot.press("escape")  # left: not applied, the field empty again (the model's own)
+            await ranked(pilot, app)
+            assert tokens.value == "" and app.state.run.tokens is None
+            await pilot.press("t")
+            await ranked(pilot, app)
+            exact = app.state.run.tokens
+            assert tokens.value == "600B" and exact != 600e9 and "600B tokens" in text(app, "#run")
+            await pilot.press("e", "shift+tab", "shift+tab", "shift+tab")
+            assert "not applied" not in text(app, "#field-note")
+            await pilot.press("escape")  # not edited: the exact run stands
+            assert app.state.run.tokens == exact
+            await pilot.press("e", "tab", "tab", "tab", "tab", *"hgx8=70k", "enter")  # g typed, not the GPU list
+            await ranked(pilot, app, price_overrides=(("hgx8", 70_000.0),))
+            await pilot.press("R")
+            assert type(app.screen).__name__ == "Confirm" and app.state.price_overrides
+            await pilot.press("n")
+            assert app.state.price_overrides and app.state.run.tokens == exact
+            await pilot.press("R", "y")
+            await ranked(pilot, app)
+            assert app.state.price_overrides == () and app.state.run.tokens is None
+
+    asyncio.run(go())
+
+
 def test_toggling_a_gpu_type_drops_it_from_the_ranking(db):
     async def go():
         app = make_app(db)
@@ -1128,7 +1167,7 @@ def test_typing_tokens_scales_the_days_and_t_doubles_them(db):
             await pilot.press("t")  # twice again
             await ranked(pilot, app)
             assert all(days_by_option(app)[k] == pytest.approx(4 * before[k], rel=1e-12) for k in before)
-            assert app.screen.query_one("#tokens", Input).value == st.tokens_text(4 * own)
+            assert app.screen.query_one("#tokens", Input).value == st.tokens_short(4 * own)  # as the run line
             await pilot.press("T", "T")
             await ranked(pilot, app)
             assert all(days_by_option(app)[k] == pytest.approx(before[k], rel=1e-12) for k in before)

@@ -203,7 +203,7 @@ def test_the_app_reopens_on_the_last_plan_flags_win_and_r_resets(db, tmp_path, m
             gpus = app.screen.query_one("#gpus", Checks)
             assert first_gpu not in gpus.selected and len(gpus.selected) == len(app.presets.gpus) - 1
             assert "h100" in gpus.render_line(0).text and "=$25k" in gpus.render_line(0).text  # the price used
-            await pilot.press("R")
+            await pilot.press("R", "y")  # it asks first
             await ranked(pilot, app)
             s = app.state
             assert (s.budget_usd, s.deadline_days, s.price_overrides, s.gpus_allowed) == (50_000, 100, (), ())

@@ -241,7 +241,10 @@ class PlanScreen(WhatIfScreen):
         values = {"budget": f"{s.budget_usd:.0f}", "deadline": "" if s.deadline_days is None else f"{s.deadline_days:g}",
                   "lifespan": f"{s.lifespan_years:g}", "kwh": "" if s.kwh_price_usd is None else f"{s.kwh_price_usd:g}",
                   "prices": " ".join(f"{g}={usd:.0f}" for g, usd in s.price_overrides),
-                  "tokens": st.tokens_text(s.run.tokens), "batch": "" if s.run.batch is None else str(s.run.batch),
+                  # as the run line says them (600B, not 600.078336B after t): the plan keeps the exact figure,
+                  # and the field's text applies only once it is edited (_commit)
+                  "tokens": "" if s.run.tokens is None else st.tokens_short(s.run.tokens),
+                  "batch": "" if s.run.batch is None else str(s.run.batch),
                   "seq": "" if s.run.seq_len is None else str(s.run.seq_len)}
         for key, text in values.items():
             box = self.query_one(f"#{key}", Input)
@@ -487,6 +490,8 @@ class PlanScreen(WhatIfScreen):
         """Whether the box holds text the plan does not have (not a value, or another one)."""
         if box.id in self._errors:
             return True
+        if box.value == self._applied.get(box.id):
+            return False  # the plan's own text, as shown (tokens in three figures)
         s = self.app.state
         if s is None:
             return False
@@ -520,6 +525,8 @@ class PlanScreen(WhatIfScreen):
         if not isinstance(box, Input) or self.app.state is None:
             return True
         key = box.id
+        if box.value == self._applied.get(key) and key not in self._errors:
+            return True  # not edited: the plan's value stands (its text may be rounded: 600B)
         try:
             value = self._value(box)
         except PlannerError as e:
@@ -600,9 +607,18 @@ class PlanScreen(WhatIfScreen):
         self.action_details()
 
     def action_reset(self) -> None:
-        self.app.reset_plan()
-        self.notify("The plan is back to the defaults (the last plan is kept for the next start from now on)",
-                    title="Reset", timeout=4)
+        """Ask, then reset the plan to the defaults."""
+        from tui_planner.app.screens.dialogs import Confirm
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.app.reset_plan()
+                self.notify("The plan is back to the defaults (the last plan is kept for the next start from now "
+                            "on)", title="Reset", timeout=4)
+
+        self.app.push_screen(Confirm("Reset the plan to the defaults? The model, its run, the budget, deadline, "
+                                     "lifespan, electricity, your prices, the sources and the GPU types all go "
+                                     "back.", "Reset"), answer)
 
     def action_prices(self) -> None:
         from tui_planner.app.screens.dialogs import PricesScreen
