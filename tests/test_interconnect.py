@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from engine.bench import environment as env_mod
 from engine.bench.environment import interconnect_of, nccl_settings, topology_link
 from engine.bench.sweep import SweepRequest, host_staged, link_provenance, plan
@@ -52,3 +54,37 @@ def test_a_host_staged_sweep_is_its_own_cell(monkeypatch):
     assert link_provenance(nvlink, a, machine)["interconnect"] == "nvlink"
     assert json.dumps(prov)
     assert space.FREE_LUNCH.label == "free-lunch"
+
+
+def _row(n, label, days, nodes=1, link=None, when=0):
+    import datetime as dt
+
+    from engine.data.store import Trial
+
+    suffix = "|host-staged" if link == "host-staged" else ""
+    return Trial(model="pythia-1b", gpu="h200", num_gpus=n, num_nodes=nodes, feasible=True, source="measured",
+                 key=f"pythia-1b|h200|{n}|{nodes}|{label}|cuda{suffix}", days=days, mfu=0.5, interconnect=link,
+                 micro_batch=16, grad_accum=16, created_at=dt.datetime(2026, 11, 27, 6, when))
+
+
+def test_scaling_and_what_the_links_cost(capsys):
+    from engine.data.store import Run, Store
+    from engine.plan.scaling import link_costs, scaling
+    from tui_planner.views import print_findings
+
+    with Store.open(None) as s:
+        s.add_run(Run(source="measured"))
+        s.add_trials([_row(1, "free-lunch", 40.0), _row(2, "free-lunch", 21.0), _row(4, "free-lunch", 11.0, link="nvlink"),
+                      _row(4, "free-lunch", 10.0, link="nvlink", when=5),  # a later measurement: the latest counts
+                      _row(4, "fsdp2", 12.0, link="nvlink"), _row(4, "fsdp2", 13.2, link="host-staged"),
+                      _row(4, "free-lunch", 10.5, link="host-staged"),
+                      _row(2, "free-lunch", 12.5, nodes=2, link="sockets")])
+        [sc] = scaling(s)
+        costs = link_costs(s)
+    assert [(p.num_gpus, p.days) for p in sc.points] == [(1, 40.0), (2, 21.0), (4, 10.0)]  # host-staged left out
+    assert sc.speedup(sc.points[2]) == 4.0 and sc.efficiency(sc.points[1]) == pytest.approx(40 / 21 / 2)
+    got = {(c.label, c.link): round(c.cost, 3) for c in costs}
+    assert got == {("fsdp2", "host-staged"): 0.1, ("free-lunch", "host-staged"): 0.05, ("free-lunch", "sockets"): 0.25}
+    print_findings([], scaling=[sc], links=costs)
+    out = capsys.readouterr().out
+    assert "4.00x" in out and "100%" in out and "2 nodes, sockets" in out and "+25%" in out

@@ -91,7 +91,8 @@ def test_measured_rows_carry_provenance_and_stay_below_peak(db):
     runs = {r["run_id"]: r for r in db.runs()}
     for r in rows:
         run = runs[r["run_id"]]
-        assert run["gpu_name"] and run["driver"] and run["device_kind"] in ("nvidia-h100-x1", "nvidia-h200", "nvidia-h200-x2")
+        assert run["gpu_name"] and run["driver"] and run["device_kind"] in ("nvidia-h100-x1", "nvidia-h200", "nvidia-h200-x2",
+                                                                        "nvidia-h100-x4", "nvidia-h200-x4")
         assert run["gpu_count"] == r["num_gpus"] and run["topology"]
         assert json.loads(run["versions"])["host"] and json.loads(run["versions"])["torch"]
         prov = json.loads(r["provenance"])

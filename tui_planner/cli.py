@@ -327,13 +327,25 @@ def _findings(args: argparse.Namespace) -> int:
     presets = load_presets(args.presets)
     if args.paper_gpu:
         presets.gpu(args.paper_gpu)  # an unknown id: a clear error naming the ones known
+    from engine.plan.scaling import link_costs, scaling
+
     with _open_store(args) as store:
         cells = findings(store, presets, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
                          paper_gpu=args.paper_gpu)
+        scales = [] if args.num_gpus else scaling(store, model=args.model, gpu=args.gpu)
+        links = [c for c in link_costs(store, model=args.model, gpu=args.gpu)
+                 if not args.num_gpus or c.num_gpus == args.num_gpus]
     if args.format == "json":
-        print(json.dumps([c.as_dict() for c in cells], indent=2, default=str))
+        out = []
+        for c in cells:  # each cell with its model's scaling on this GPU and what other links cost in it
+            d = c.as_dict()
+            d["scaling"] = next((x.as_dict() for x in scales if (x.model, x.gpu) == (c.model, c.gpu)), None)
+            d["links"] = [x.as_dict() for x in links
+                          if (x.model, x.gpu, x.num_gpus) == (c.model, c.gpu, c.num_gpus * c.num_nodes)]
+            out.append(d)
+        print(json.dumps(out, indent=2, default=str))
     else:
-        print_findings(cells)
+        print_findings(cells, scaling=scales, links=links)
     return 0
 
 

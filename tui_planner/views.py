@@ -177,10 +177,46 @@ def _vs(days: float | None, base: float | None) -> str:
     return fmt.change(days / base - 1)
 
 
-def print_findings(cells: Iterable[Any], console: Console | None = None) -> None:
+def print_findings(cells: Iterable[Any], console: Console | None = None, scaling: Iterable[Any] = (),
+                   links: Iterable[Any] = ()) -> None:
     console = console or fmt.console()
-    for part in findings_renderables(cells):
+    for part in findings_renderables(cells) + multi_gpu_renderables(scaling, links):
         console.print(part)
+
+
+def multi_gpu_renderables(scaling: Iterable[Any], links: Iterable[Any]) -> list[Any]:
+    """Scaling 1 -> 2 -> 4 ... GPUs (the best measured time at each count, its speed-up and efficiency against
+    one GPU), and what other links cost per setting (host-staged: no peer access; nodes over sockets)."""
+    out: list[Any] = []
+    e = fmt.esc
+    scaling, links = list(scaling), list(links)
+    if scaling:
+        out.append(Text("Scaling on one node (the best measured setting at each GPU count)", style="bold"))
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in ("model", "GPU", "GPUs", "days", "MFU", "speed-up", "efficiency", "setting"):
+            t.add_column(col, justify="left" if col in ("model", "GPU", "setting") else "right", no_wrap=True)
+        for sc in scaling:
+            for p in sc.points:
+                up, eff = sc.speedup(p), sc.efficiency(p)
+                t.add_row(e(sc.model), e(sc.gpu), str(p.num_gpus), fmt.days(p.days), fmt.mfu(p.mfu),
+                          "—" if up is None else f"{up:.2f}x", "—" if eff is None else f"{eff:.0%}", e(p.label))
+        out.append(t)
+    if links:
+        out.append(Text("What the links cost (the same setting and GPU count over the machine's own links, "
+                        "and over another path)", style="bold"))
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for col in ("model", "GPU", "GPUs", "setting", "own", "other path", "days", "cost"):
+            t.add_column(col, justify="left" if col in ("model", "GPU", "setting", "other path") else "right",
+                         no_wrap=True)
+        for c in links:
+            path = "host-staged (no P2P)" if c.link == "host-staged" else f"{c.num_nodes} nodes, {c.link}"
+            t.add_row(e(c.model), e(c.gpu), str(c.num_gpus), e(c.label), fmt.days(c.own_days), e(path),
+                      fmt.days(c.other_days), f"{c.cost:+.0%}")
+        out.append(t)
+        out.append(Text("own: NVLink or PCIe as the machine has it; host-staged: NCCL_P2P_DISABLE=1, GPU-to-GPU "
+                        "traffic through host memory, as on cards without peer access; nodes: torchrun's c10d "
+                        "rendezvous, NCCL over TCP", style="dim"))
+    return out
 
 
 def findings_renderables(cells: Iterable[Any]) -> list[Any]:
