@@ -104,13 +104,15 @@ def days_cell(r: dict) -> str:
     return f"{fmt.days(r['days'])} {band}" if band else fmt.days(r["days"])
 
 
-def unsold_text(rows) -> str:
+def unsold_text(rows, measured_only: bool = False) -> str:
     """The GPUs with a figure that are not an option because no system sold takes them so many at a time,
     and why, as plain text ('1 x h100 (measured): h100 goes 4 or 8 to a system (...)'), as `rank` says it: a
-    ranking of measured rows alone may have nothing else to show."""
+    ranking of measured rows alone may have nothing else to show. `measured_only`: those measured alone (the
+    evidence a person looks for beside the options)."""
     groups: dict[tuple[str, str, str], list[int]] = {}
     for r in rows:
-        if r.get("system") is None and r.get("days") is not None:
+        if r.get("system") is None and r.get("days") is not None and \
+                (not measured_only or r.get("source") == "measured"):
             key = (str(r["gpu"]), str(r.get("source") or ""), (r.get("why") or "").split("; ")[0])
             groups.setdefault(key, []).append(r["num_gpus"])
     return "; ".join(f"{'/'.join(map(str, sorted(ns)))} x {gpu}" + (f" ({src})" if src else "") + f": {why}"
@@ -425,7 +427,7 @@ class PlanScreen(WhatIfScreen):
             verdict.update(content(f"[b red]{fmt.esc(result.error, newlines=True)}[/]"))
         else:
             lines = st.verdict(list(result.rows), result.state)
-            if unsold := unsold_text(result.rows):
+            if unsold := unsold_text(result.rows, measured_only=any(r.get("system") for r in result.rows)):
                 lines.append(f"[yellow]Not an option[/] [dim](no system sold takes them; 4 lists their rows):[/] "
                              f"{fmt.esc(unsold)}.")
             if result.missing:
