@@ -265,6 +265,30 @@ def test_a_measured_trial_shows_how_it_was_timed(db):
     asyncio.run(go())
 
 
+def test_a_cpu_trial_reads_as_a_cpu_run_flags_a_wide_spread_and_rounds_its_numbers():
+    """Issue 41, item 16: a CPU trial's details said 'torch.cuda.synchronize() + barrier' and TF32 (the
+    engine stores its GPU wording for every trial), did not flag a spread wider than the median, and
+    printed provenance as stored (allreduce_s: 0.025769456000034552, checkpointing: None)."""
+    import json
+
+    from tui_planner.app import details
+
+    row = dict(model="cpu-tiny-neox", gpu="cpu", num_gpus=1, source="measured", feasible=True, days=0.5,
+               key="cpu-tiny-neox|cpu|1|1|free-lunch|cpu", free_lunch=True, sharding="none", tf32=True,
+               compile=False, pass_s=0.010, pass_spread_s=0.024, update_s=0.002, update_spread_s=0.001,
+               grad_accum=2, step_s=0.022, steps=1000, repetitions=3, micro_batch=8,
+               provenance=json.dumps({"device": "cpu", "host": "laptop", "allreduce_s": 0.025769456000034552,
+                                      "checkpointing": None, "timing": "torch.cuda.synchronize() + barrier around "
+                                      "each pass and update; median of repetitions"}))
+    body = details.detail_text(row)
+    assert "synchronize()" not in body and "no GPU to synchronize" in body
+    assert "TF32" not in body
+    assert "the pass times spread wider than their median" in body
+    assert "allreduce_s: 0.0258" in body and "0.025769456" not in body and "None" not in body
+    gpu = dict(row, key="pythia-1b|h100|1|1|free-lunch|cuda", provenance=json.dumps({"device": "NVIDIA H100"}))
+    assert "TF32" in details.detail_text(gpu)  # a GPU run keeps it
+
+
 def test_enter_on_an_infeasible_row_opens_its_details_saying_why(db):
     async def go():
         app = make_app(db)

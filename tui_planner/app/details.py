@@ -73,6 +73,13 @@ def label(row: dict[str, Any]) -> str | None:
     return parts[4] if len(parts) >= 6 and parts[4] else None
 
 
+def on_cpu(row: dict[str, Any]) -> bool:
+    """Whether the trial ran on the CPU (a tiny model trying the engine): its key's device, or where the
+    provenance says it ran."""
+    prov = _prov(row) or {}
+    return str(row.get("key") or "").rsplit("|", 1)[-1] == "cpu" or prov.get("device") == "cpu"
+
+
 def ok(row: dict[str, Any]) -> bool:
     return bool(row.get("feasible")) and row.get("days") is not None and not row.get("failure_kind")
 
@@ -101,8 +108,11 @@ def head_lines(row: dict[str, Any], presets: Any = None) -> list[str]:
              f"[dim]{E(fmt.methods(row))}[/]"]
     what = glossary.SOURCE_WORDS.get(src, src or "no source")
     when = _when(row.get("created_at"))
+    words = glossary.setting_words(row)
+    if on_cpu(row):  # free-lunch's TF32 is a GPU's tensor-core mode
+        words = words.replace(", TF32)", ")")
     lines.append(f"{E(what).capitalize()}{f' {E(when)}' if when and src != 'paper-table1' else ''}: "
-                 f"{E(glossary.setting_words(row))}")
+                 f"{E(words)}")
     flag = row.get("plausibility")
     if ok(row):
         band = fmt.band(row.get("days_low"), row.get("days_high"))
@@ -170,6 +180,9 @@ def derivation_lines(row: dict[str, Any]) -> list[str]:
     elif src == "measured":
         out.append("[b]How it was measured[/b]")
         timing = prov.get("timing")
+        if on_cpu(row):  # the engine stores its GPU wording for every trial: a CPU has nothing to synchronize
+            timing = "on the CPU: the wall clock around each pass and update (no GPU to synchronize); median of " \
+                     "repetitions"
         out.append(f"  {E(timing) if timing else 'GPU synchronized around each pass and update'}"
                    + (f", {row['repetitions']} timed repetitions" if row.get("repetitions") else ""))
         passes = [x for x in prov.get("pass_times_s") or [] if isinstance(x, (int, float))]
@@ -180,6 +193,12 @@ def derivation_lines(row: dict[str, Any]) -> list[str]:
                        + (f"{row['update_s']:.3f} s" if row.get("update_s") is not None else "—"))
         if line := _step_line(row):
             out.append(f"  {line}")
+        noisy = [what for what, spread, median in (("pass", row.get("pass_spread_s"), row.get("pass_s")),
+                                                   ("update", row.get("update_spread_s"), row.get("update_s")))
+                 if spread is not None and median and spread > median]
+        if noisy:
+            out.append(f"  [yellow]the {' and '.join(noisy)} times spread wider than their median: a noisy timing "
+                       "(other work on the machine?), so the figure is rough[/]")
         excluded = [f"{name} {row[k]:.0f} s" for k, name in (("warmup_s", "warm-up"), ("compile_s", "compile"))
                     if row.get(k)]
         if excluded:
@@ -232,8 +251,9 @@ def provenance_line(row: dict[str, Any]) -> str:
                          + (f", GPU generation {E(pred['generation'])}" if pred.get("generation") else "")
                          + (", extrapolated: a generation nobody measured" if pred.get("extrapolated") else ""))
         for k, v in prov.items():
-            if k not in KNOWN_PROV and not isinstance(v, (dict, list)):
-                parts.append(f"{E(k)}: {E(v)}")
+            if k not in KNOWN_PROV and v is not None and not isinstance(v, (dict, list)):
+                shown = f"{v:.3g}" if isinstance(v, float) else ("yes" if v is True else "no" if v is False else v)
+                parts.append(f"{E(k)}: {E(shown)}")
     elif row.get("provenance"):
         parts.append(E(row["provenance"], newlines=True))
     return "[b]Provenance[/b] " + (" ".join(parts) if parts else "[dim]none stored[/]")
@@ -243,7 +263,8 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
     out = ["[b]Settings[/b]"]
     b = glossary.batch_words(row)
     fields = [("batch", b or None), ("attention", row.get("attention")), ("kernel that ran", row.get("kernel")),
-              ("torch.compile", row.get("compile")), ("TF32", row.get("tf32")),
+              ("torch.compile", row.get("compile")),
+              ("TF32", None if on_cpu(row) else row.get("tf32")),  # a GPU's tensor-core mode: no CPU has it
               ("checkpointing", row.get("activation_checkpointing")), ("sharding", row.get("sharding")),
               ("offloading", row.get("offloading")), ("peak memory (GB)", row.get("peak_memory_gb")),
               ("memory needed (GB)", row.get("memory_need_gb")), ("settings from", row.get("config_source"))]
