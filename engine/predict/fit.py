@@ -4,7 +4,6 @@ says what each term is); the error band from leave-one-out errors (engine/predic
 
 from __future__ import annotations
 
-import dataclasses
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -69,11 +68,12 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         s = shape(model)
     except PlannerError:
         return None
-    link = row.get("interconnect")
-    if link in ("sockets", "network"):
-        return None  # between nodes: no network term to take the traffic out with (yet)
-    if link == HOST_STAGED:  # measured without peer access: its traffic went through host memory
-        gpu = dataclasses.replace(gpu, p2p=False)
+    if row.get("interconnect") in ("sockets", "network", HOST_STAGED):
+        # Another machine's links emulated on this one: between nodes there is no network term to take the
+        # traffic out with (yet); host-staged rows (NCCL_P2P_DISABLE=1 on an NVLink machine) moved their
+        # all-reduce faster than PCIe alone could (docs/measurements.md, 2026-11-27), so their traffic cannot be
+        # taken out at any one rate. Their twins over the machine's own links say what the GPU computes.
+        return None
     settings = ("free_lunch", "activation_checkpointing", "sharding", "offloading")
     if any(row.get(k) is None for k in settings):
         return None  # a paper cell whose settings Appendix J does not let us read: unknown methods

@@ -19,7 +19,7 @@ from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
                                   LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
                                   compute_flops_per_sample, compute_peak_flops, group_of, host_bytes, host_bytes_per_s,
-                                  host_kind, host_transfers, link_bytes_per_s, offload_kind, optimizer_bytes,
+                                  host_kind, host_transfers, link_bytes_per_s, link_name, offload_kind, optimizer_bytes,
                                   recompute, traffic_terms, attention_share)
 
 # --- predictions --------------------------------------------------------------------------------------
@@ -375,6 +375,9 @@ class Predictor:
         ]
         if same:
             lines.append(f"x {residual:.2f}: this model's own rows vs the fit ({', '.join(b.label() for b in same)})")
+        if t["comm_pass_bytes"] or t["comm_update_bytes"]:
+            lines.append(f"interconnect: {link_name(gpu, p.num_gpus)}, {t['link_bytes_s'] / 1e9:.0f} GB/s per "
+                         f"direction as predicted ({LINK_EFFICIENCY:.0%} of the link's rate)")
         if t["comm_pass_bytes"]:
             lines.append(f"communication: {t['comm_pass_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
                          f"= {t['comm_pass_bytes'] / t['link_bytes_s']:.3f} s per pass (no overlap credit)")

@@ -209,6 +209,21 @@ def link_bytes_per_s(gpu: Gpu, num_gpus: int) -> float:
     return gbs * 1e9 * LINK_EFFICIENCY
 
 
+def link_name(gpu: Gpu, num_gpus: int) -> str:
+    """What carries GPU-to-GPU traffic on this system, in words (link_bytes_per_s's rate is for it)."""
+    bridge = getattr(gpu, "nvlink_bridge_max_gpus", 0) or (2 if "2-way" in gpu.interconnect else 0)
+    if getattr(gpu, "p2p", None) is False:
+        return f"host-staged through host memory over PCIe {_pcie_gen(gpu)} (no peer-to-peer access)"
+    if bridge and num_gpus > bridge:
+        return f"PCIe {_pcie_gen(gpu)} (the NVLink bridge joins {bridge} cards only)"
+    return gpu.interconnect
+
+
+def _pcie_gen(gpu: Gpu) -> str:
+    found = re.search(r"PCIe (\d)", gpu.interconnect)
+    return found.group(1) if found else HOST_PCIE_BY_ARCHITECTURE.get(gpu.architecture, "4")
+
+
 def host_bytes_per_s(gpu: Gpu, fraction: float = LINK_EFFICIENCY) -> float:
     """CPU <-> GPU rate per direction (offloading): the PCIe generation's rate x the fraction reached."""
     return pcie_gbs(gpu) * 1e9 * fraction
