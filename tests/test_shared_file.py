@@ -188,3 +188,18 @@ def test_a_file_that_cannot_grow_says_so_and_keeps_its_rows(tmp_path):
     assert "this write did not happen; every row written before it is in the file" in message
     with Store.open(db, read_only=True) as s:
         assert s.query("SELECT count(*) AS n FROM trials")[0]["n"] == int(written) > 0
+
+
+def test_ctrl_c_in_a_query_is_a_clean_stop_and_the_app_refuses_such_a_file(good_db, tmp_path):
+    import threading
+
+    from engine.data.presets import load_presets
+    from tui_planner.app.app import PlannerApp
+
+    with Store.open(None) as s:  # a query that only an interrupt ends: Ctrl-C reaches it as KeyboardInterrupt
+        threading.Timer(0.3, s.con.interrupt).start()
+        with pytest.raises(KeyboardInterrupt):
+            s.query("SELECT count(*) FROM range(10000000000000)")
+    db = _altered(good_db, tmp_path, STORED_SQL["view"][0])
+    with pytest.raises(StoreError, match="refused: the file stores SQL"):
+        PlannerApp(load_presets(), db, remember=False)
