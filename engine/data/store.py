@@ -183,9 +183,11 @@ class Store:
         store = cls(con, path, read_only)
         try:
             with _bounded(con, path):
-                schema.check_code_free(con, str(path))
+                shipped = is_shipped(path)
+                if not shipped:  # the shipped file is built with the package (scripts/build_db.py)
+                    schema.check_code_free(con, str(path))
                 store._check_version()
-                if read_only and not is_shipped(path):
+                if read_only and not shipped:
                     store = store._recomputed_copy(presets)
         except duckdb.Error as e:
             con.close()
