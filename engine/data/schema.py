@@ -181,11 +181,19 @@ def _expected_columns() -> dict[str, dict[str, str]]:
         elif table and len(words) >= 2 and words[0] != ")" and words[0].isidentifier():
             out[table][words[0]] = words[1]
     for target in range(2, SCHEMA_VERSION + 1):
-        for line in MIGRATIONS[target].splitlines():
-            words = line.replace(";", " ").split()
-            if words[:2] == ["ALTER", "TABLE"] and "COLUMN" in words:
-                i = words.index("COLUMN")
-                out[words[2]][words[i + 1]] = words[i + 2]
+        for table, column, kind in _added_columns(target):
+            out[table][column] = kind
+    return out
+
+
+def _added_columns(target: int) -> list[tuple[str, str, str]]:
+    """(table, column, type) of each ADD COLUMN in the migration to version `target`."""
+    out = []
+    for line in MIGRATIONS[target].splitlines():
+        words = line.replace(";", " ").split()
+        if words[:2] == ["ALTER", "TABLE"] and "COLUMN" in words:
+            i = words.index("COLUMN")
+            out.append((words[2], words[i + 1], words[i + 2]))
     return out
 
 
@@ -247,12 +255,4 @@ def check_tables(con: duckdb.DuckDBPyConnection, where: str, version: int) -> No
 
 
 def _columns_added_after(version: int) -> set[tuple[str, str]]:
-    out: set[tuple[str, str]] = set()
-    for target, sql in MIGRATIONS.items():
-        if target <= version:
-            continue
-        for line in sql.splitlines():
-            words = line.replace(";", " ").split()
-            if words[:2] == ["ALTER", "TABLE"] and "COLUMN" in words:
-                out.add((words[2], words[words.index("COLUMN") + 1]))
-    return out
+    return {(t, c) for target in MIGRATIONS if target > version for t, c, _ in _added_columns(target)}
