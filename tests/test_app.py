@@ -186,15 +186,14 @@ def test_plan_what_if_keys_move_the_ranking(db):
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("size", [SIZE, NARROW])
-def test_a_field_applies_on_enter_or_on_leaving_it_and_the_title_agrees(db, size):
+def test_a_field_applies_on_enter_or_on_leaving_it_and_the_title_agrees(db):
     """Issue 41, item 3: typing 70000 then deleting it never applies $7; what is typed applies on enter or on
     leaving the field, checked; text that is not a value stays in the field on enter with why beside it, and
-    leaving puts the plan's value back, so the field and the title agree."""
+    leaving puts the plan's value back, so the field and the title agree (80x24, then 60x20)."""
 
     async def go():
         app = make_app(db)
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
             applied = []
             app.screen.watch(app, "state", lambda s: applied.append((s.budget_usd, s.deadline_days)), init=False)
@@ -208,6 +207,7 @@ def test_a_field_applies_on_enter_or_on_leaving_it_and_the_title_agrees(db, size
             assert applied == [(70_000, 100)] and box.value == "70000" and "$70,000" in text(app, "#title")
             assert app.screen.query_one("#ranking", DataTable).has_focus
             assert not app.screen.query_one("#field-note", Static).display
+            await pilot.resize_terminal(*NARROW)
             await pilot.press("e", *"lots")
             assert box.has_class("-bad") and "not an amount" in text(app, "#field-note")
             await pilot.press("enter")  # not a value: it stays, with why, and applies nothing
@@ -336,16 +336,15 @@ def test_measured_only_says_why_the_measured_gpus_are_not_options(db):
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("size", [SIZE, NARROW])
-def test_fields_take_every_letter_t_leaves_three_figures_and_reset_asks(db, size):
+def test_fields_take_every_letter_t_leaves_three_figures_and_reset_asks(db):
     """Issue 41, item 15: every field takes what is typed, letters too, and checks it the same way (1e309
     tokens: why not, beside the field; leaving: the plan's value back, said); after t the Tokens field reads
     as the run line does (600B, not 600.078336B) and leaving it unedited keeps the exact run; R asks before
-    it resets the plan."""
+    it resets the plan (80x24, then 60x20)."""
 
     async def go():
         app = make_app(db)
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
             tokens = app.screen.query_one("#tokens", Input)
             await pilot.press("e", "shift+tab", "shift+tab", "shift+tab", *"1e309")
@@ -354,6 +353,7 @@ def test_fields_take_every_letter_t_leaves_three_figures_and_reset_asks(db, size
             await pilot.press("escape")  # left: not applied, the field empty again (the model's own)
             await ranked(pilot, app)
             assert tokens.value == "" and app.state.run.tokens is None
+            await pilot.resize_terminal(*NARROW)
             await pilot.press("t")
             await ranked(pilot, app)
             exact = app.state.run.tokens
@@ -475,10 +475,9 @@ def test_results_sort_filter_and_open_another_database(db, tmp_path):
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("size", [SIZE, NARROW])
-def test_the_header_says_which_database_and_o_goes_back_to_the_shipped_one(db, tmp_path, monkeypatch, size):
+def test_the_header_says_which_database_and_o_goes_back_to_the_shipped_one(db, tmp_path, monkeypatch):
     """Issue 41, item 4: every screen's header names the database shown; `o`, enter returns to the shipped
-    one from another file (the Benchmark screen's v or an earlier o)."""
+    one from another file (the Benchmark screen's v or an earlier o); 80x24, then 60x20."""
     from textual.widgets._header import HeaderTitle
 
     from engine.data import paths
@@ -496,7 +495,7 @@ def test_the_header_says_which_database_and_o_goes_back_to_the_shipped_one(db, t
 
     async def go():
         app = make_app(shipped)
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
             assert "tui-planner — shipped database" in header(app)
             await pilot.press("4", "o")
@@ -504,6 +503,7 @@ def test_the_header_says_which_database_and_o_goes_back_to_the_shipped_one(db, t
             await pilot.press(*str(other), "enter")
             await pilot.pause(0.5)
             assert app.db_path == str(other) and "mine.duckdb" in header(app)
+            await pilot.resize_terminal(*NARROW)
             await pilot.press("1")
             await pilot.pause(0.2)
             assert "mine.duckdb" in header(app) and "shipped" not in header(app)
@@ -720,13 +720,12 @@ def test_benchmark_screen_shows_the_guided_search_its_predictions_what_cannot_wi
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("size", [SIZE, NARROW])
-def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_counts_what_was_resumed(db, size):
+def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_counts_what_was_resumed(db):
     """Issue 41, item 2: the engine's events posted as a sweep's worker posts them, on a clock of the test's
     own (no GPU, no waiting): the count includes what a resume took from the database; the time moves while a
     trial runs, in the progress line and the trial's row; the time left comes from the trials finished and
     the predictions (what cannot win costs nothing), none before the first; pausing drops it, and the end
-    stops the clock."""
+    stops the clock (80x24, then 60x20)."""
     from textual.widgets import ProgressBar
 
     from engine.bench import events as ev
@@ -743,7 +742,7 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
 
     async def go():
         app = make_app(db)
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=SIZE) as pilot:
             await pilot.press("3")
             screen = app.screen
             screen.clock = lambda: clock[0]
@@ -763,6 +762,7 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
             line = text(app, "#progress-label")
             assert "ckpt 1m40s" in line and "1m40s in" in line and "after the first trial" in line
             assert str(table.get_cell_at((1, time_at))) == "1m40s"
+            await pilot.resize_terminal(*NARROW)
             await post(pilot, screen, ev.TrialFinished(keys[1], "ckpt", "measured", days=40.0, mfu=0.5,
                                                        micro_batch=16, duration_s=100))
             # naive cannot beat 40 days even at its band's low end (80): only zero1 is left to run
