@@ -159,6 +159,21 @@ def test_chart_draws_points_frontier_and_the_budget_and_deadline_lines():
     assert "$10k" in lines[-1]
 
 
+def test_chart_labels_the_deadline_line_with_its_value_and_finds_room_for_the_picks_label():
+    """Issue 41, item 14: the 90-day line was drawn on the row the axis labels 100; the pick's label
+    disappeared where its row had no room on either side (60x20)."""
+    pts = [chart.Point(2_000, 300, "a", True, False), chart.Point(30_000, 50, "b", False, True),
+           chart.Point(60_000, 20, "c", True, True)]
+    for height in range(8, 30):  # whichever row the line falls on, it reads 90
+        lines = chart.render(pts, 60, height, budget=40_000, deadline=90).plain.splitlines()
+        assert [line[:6] for line in lines[:-2] if "─" * 10 in line] == ["   90 "], height
+    crowded = [chart.Point(10_000, 50, "left", False, True), chart.Point(12_000, 50, "pick", False, True, pick=True),
+               chart.Point(14_400, 50, "right", False, True), chart.Point(2_000, 10, "a", True, True),
+               chart.Point(60_000, 300, "b", False, False)]
+    assert "▸pick" in chart.render(crowded, 36, 12).plain  # on the row above its point
+    assert chart.pareto([(1, 10), (2, 5), (3, 5), (2, 20)]) == [True, True, False, False]
+
+
 # --- screens, by key presses ------------------------------------------------------------------------
 
 
@@ -425,6 +440,10 @@ def test_chart_picks_points_and_switches_axis(db):
             await pilot.press("c")
             await ranked(pilot, app, x_axis="experiment")
             assert "cost per experiment" in text(app, "#chart-title")
+            # the frontier on the cost plotted now: a point dominated per experiment loses its diamond
+            points = app.screen.query_one("#chart").points
+            assert [p.pareto for p in points] == chart.pareto([(p.x, p.y) for p in points])
+            assert any(p.pareto != r["pareto"] for p, r in zip(points, app.screen.rows))
 
     asyncio.run(go())
 

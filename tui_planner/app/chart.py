@@ -45,6 +45,12 @@ def legend(points: list[Point], budget: float | None = None, deadline: float | N
     return out
 
 
+def pareto(xy: list[tuple[float, float]]) -> list[bool]:
+    """For each (cost, days), whether nothing else is both no dearer and no slower, and better in one: the
+    frontier on whichever cost the chart plots (hardware, or per experiment)."""
+    return [not any(x2 <= x and y2 <= y and (x2 < x or y2 < y) for x2, y2 in xy) for x, y in xy]
+
+
 def _nice_ticks(lo: float, hi: float) -> list[float]:
     ticks = []
     for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
@@ -104,7 +110,8 @@ def render(points: list[Point], width: int, height: int, budget: float | None = 
         cells[row(p.y)][col(p.x)] = (glyph, style.strip())
 
     # Labels: the selected point's, the pick's, then the Pareto points' (cheapest first), each to the right
-    # of its point, else to its left, only over empty cells or lines, and never touching another label.
+    # of its point, else to its left, only over empty cells or lines, and never touching another label; the
+    # selected point's and the pick's on the row above or below where their own has no room.
     taken = [[glyph not in (" ", "─", "│", "┼") for glyph, _ in line] for line in cells]
     wanted = ([selected] if selected is not None and 0 <= selected < len(points) else []) + \
         [i for i, p in enumerate(points) if p.pick] + sorted((i for i, p in enumerate(points) if p.pareto),
@@ -116,8 +123,11 @@ def render(points: list[Point], width: int, height: int, budget: float | None = 
         done.add(i)
         p = points[i]
         text = ("▸" if p.pick else "") + p.label
-        r, c = row(p.y), col(p.x)
-        for start in (c + 2, c - 1 - len(text)):
+        r0, c = row(p.y), col(p.x)
+        rows = [r0] + ([x for x in (r0 - 1, r0 + 1) if 0 <= x < plot_h] if p.pick or i == selected else [])
+        places = [(r, start) for r in rows for start in ((c + 2, c - 1 - len(text)) if r == r0 else
+                                                         (c + 1, c - len(text)))]
+        for r, start in places:
             span = range(start - 1, start + len(text) + 1)
             if start < 0 or start + len(text) > plot_w or any(0 <= x < plot_w and taken[r][x] for x in span):
                 continue
@@ -128,6 +138,8 @@ def render(points: list[Point], width: int, height: int, budget: float | None = 
             break
 
     y_ticks = {row(v): _days(v) for v in _nice_ticks(y_lo, y_hi)}
+    if deadline:  # the deadline's line reads as its own value, never as a tick it shares a row with
+        y_ticks[row(deadline)] = _days(deadline)
     out = Text(no_wrap=True, overflow="crop")
     for r in range(plot_h):
         out.append(f"{y_ticks.get(r, ''):>{Y_LABEL_W - 1}} ", style="dim")

@@ -53,6 +53,7 @@ class ChartScreen(WhatIfScreen):
 
     def on_mount(self) -> None:
         self.rows: list[dict] = []
+        self.front: list[bool] = []  # each row on the frontier of the cost plotted
         self.watch(self.app, "ranking", self.show)
         for box in ("#chart-title", "#chart-legend", "#chart-info"):  # a line each where they fit, two where they do not
             self.query_one(box, Static).styles.height = "auto"
@@ -72,10 +73,13 @@ class ChartScreen(WhatIfScreen):
         from engine.plan.verdict import decide
 
         buy = decide(list(result.rows), s.deadline_days).buy if result.rows else None
-        c.points = tuple(chart.Point(r[key], r["days"], f"{r['num_gpus']}x {r['gpu']}", bool(r["pareto"]),
+        # The frontier on the cost plotted: the ranking's is on hardware cost; per experiment it is another.
+        self.front = [bool(r["pareto"]) for r in self.rows] if not per_run else \
+            chart.pareto([(r[key], r["days"]) for r in self.rows])
+        c.points = tuple(chart.Point(r[key], r["days"], f"{r['num_gpus']}x {r['gpu']}", front,
                                      bool(r["within_budget"] and r.get("deadline_verdict") in (None, "met")),
                                      pick=r is buy)
-                         for r in self.rows)
+                         for r, front in zip(self.rows, self.front))
         c.budget = None if per_run else s.budget_usd
         c.deadline = s.deadline_days
         c.x_title = "cost per experiment" if per_run else "hardware cost"
@@ -112,7 +116,7 @@ class ChartScreen(WhatIfScreen):
                             f"{fmt.usd(r['hardware_cost_usd'])}{stale} ({fmt.date(r['price_date'])}) · "
                             f"[b]{fmt.days(r['days'])} days[/b]{f' (band {band})' if band else ''} · "
                             f"{fmt.usd(r['cost_per_experiment_usd'])}/run · "
-                            f"{fmt.esc(r['source'])}{' · Pareto' if r['pareto'] else ''}{flag} "
+                            f"{fmt.esc(r['source'])}{' · Pareto' if self.front[c.selected] else ''}{flag} "
                             "[dim]· enter: details[/]"))
 
     def action_select(self, step: int) -> None:
@@ -124,7 +128,7 @@ class ChartScreen(WhatIfScreen):
 
     def action_select_pareto(self, step: int) -> None:
         c = self.query_one(ScatterChart)
-        front = [i for i, r in enumerate(self.rows) if r["pareto"]]  # cheapest first: the slowest
+        front = [i for i, on in enumerate(self.front) if on]  # cheapest first: the slowest
         if not front:
             return
         at = c.selected if c.selected is not None else (-1 if step > 0 else len(self.rows))
