@@ -586,6 +586,13 @@ def test_help_lists_every_key_and_the_palette_runs_actions(db):
             assert type(app.screen).__name__ == "ResultsScreen"
             await pilot.press("ctrl+t")
             assert app.theme == "textual-light"
+            await pilot.press("1")
+            await pilot.pause(0.2)
+            # the palette in one voice: the screen, what the key does in words, the key (issue 41, item 13)
+            titles = {str(c.title): c.help for c in app.get_system_commands(app.screen)}
+            assert titles["Plan: Budget +$10k"] == "key []" and titles["Plan: Budget -$10k"] == "key ["
+            assert titles["Plan: Cycle which sources are trusted"] == "key s"
+            assert not [t for t in titles if t.startswith("Plan: ") and not t[6].isupper()]
 
     asyncio.run(go())
 
@@ -811,8 +818,9 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
     asyncio.run(go())
 
 
-def test_stopping_a_sweep_asks_first_logs_one_plain_line_and_counts_what_is_left(db):
-    """Issue 41, item 12: x asks before it kills the running trial; the killed trial's traceback stays out of
+def test_stopping_a_sweep_is_k_asks_first_logs_one_plain_line_and_counts_what_is_left(db):
+    """Issue 41, items 12 and 13: k (not x, which exports on the other screens) asks before it kills the
+    running trial; the killed trial's traceback stays out of
     the log, one line says what was stopped and that a resume runs it again from its start; the counts
     name what was not run yet (was 'nothing to run of 13' with 12 queued)."""
     from engine.bench import events as ev
@@ -837,13 +845,15 @@ def test_stopping_a_sweep_asks_first_logs_one_plain_line_and_counts_what_is_left
                 screen.post_message(EngineEvent(e))
             await pilot.pause(0.1)
             clock[0] += 45
-            await pilot.press("x")
+            await pilot.press("x")  # x exports elsewhere: here it kills nothing
+            assert type(app.screen).__name__ == "BenchScreen"
+            await pilot.press("k")
             assert type(app.screen).__name__ == "Confirm" and stops == []
             question = str(app.screen.query_one(Static).render())
             assert "ckpt (45s in)" in question and "again from its start" in question
             await pilot.press("n")
             assert stops == [] and type(app.screen).__name__ == "BenchScreen"
-            await pilot.press("x", "y")
+            await pilot.press("k", "y")
             assert stops == [True]
             for e in (ev.Log(keys[1], "Traceback (most recent call last):"),
                       ev.Log(keys[1], "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got "

@@ -537,6 +537,8 @@ class PlannerApp(App):
                                  "Finished trials are saved; run it again later to resume.", "Stop and quit"), answer)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        from tui_planner.app.screens.dialogs import KEY_NAMES
+
         yield from super().get_system_commands(screen)
         yield SystemCommand("Plan", "What to buy for a budget and a deadline (1)", lambda: self.switch_mode("plan"))
         yield SystemCommand("Chart", "Training days against cost, Pareto frontier (2)", lambda: self.switch_mode("chart"))
@@ -556,5 +558,9 @@ class PlannerApp(App):
                 def run(action: str = action, screen: Screen = screen) -> None:
                     self.call_later(screen.run_action, action)
 
-                yield SystemCommand(f"{type(screen).__name__.removesuffix('Screen')}: {binding.description}",
-                                    binding.tooltip or f"key {binding.key}", run)
+                # One voice: the screen, then what the key does in words (the footer's short label is for
+                # the footer), and the key to press.
+                what = binding.tooltip or binding.description
+                keys = binding.key_display or ", ".join(KEY_NAMES.get(k, k) for k in binding.key.split(","))
+                yield SystemCommand(f"{type(screen).__name__.removesuffix('Screen')}: {what[:1].upper()}{what[1:]}",
+                                    f"key {keys}", run)

@@ -108,7 +108,8 @@ class BenchScreen(Screen):
     BINDINGS = [
         Binding("r", "start", "Run", tooltip="start the sweep (a stopped one resumes)"),
         Binding("p", "pause", "Pause", tooltip="stop after the running trial"),
-        Binding("x", "stop", "Stop", tooltip="kill the running trial and stop (asks first; p pauses after it)"),
+        # k, not x: x exports on every other screen (the plan's report, a trial's settings), and this one kills.
+        Binding("k", "stop", "Stop", tooltip="kill the running trial and stop (asks first; p pauses after it)"),
         Binding("l", "toggle_log", "Log", tooltip="show or hide the trials' output"),
         Binding("v", "view", "View", tooltip="browse this database in Results"),
         Binding("escape", "focus_table", "Table", show=False),
