@@ -310,6 +310,8 @@ def test_each_option_shows_its_days_beside_its_band_and_what_it_trades_against_t
             assert banded and all(d == f"{fmt.days(r['days'])} {fmt.band(r['days_low'], r['days_high'])}"
                                   for d, r in banded)
             assert "vs the pick" not in text(app, "#option")  # the pick itself
+            pane = app.screen.query_one("#verdict-pane")  # longer than its lines at 80x24: it scrolls, not cut
+            assert pane.max_scroll_y > 0 and "Runner-up" in text(app, "#verdict")
             pick = options[table.cursor_row]
             await pilot.press("down", "down", "down", "down")
             other = options[table.cursor_row]
@@ -522,9 +524,12 @@ def test_the_header_says_which_database_and_o_goes_back_to_the_shipped_one(db, t
             await pilot.press(*str(other), "enter")
             await pilot.pause(0.5)
             assert app.db_path == str(other) and "mine.duckdb" in header(app)
+            assert not [n for n in app._notifications if "laid out for" in n.message]
             await pilot.resize_terminal(*NARROW)
             await pilot.press("1")
             await pilot.pause(0.2)
+            # below 80x24 what is cut is said (issue 41, item 10)
+            assert [n for n in app._notifications if "terminal is 60x20" in n.message and "cut" in n.message]
             assert "mine.duckdb" in header(app) and "shipped" not in header(app)
             await pilot.press("o")
             await pilot.pause(0.2)
@@ -620,6 +625,14 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             offered = [value for _, value in models._options]
             assert offered == ["cpu-tiny-neox", "cpu-tiny-roberta", "cpu-tiny-vit"] and models.value == offered[0]
             assert "the CPU runs the tiny models only" in text(app, "#machine")
+            from engine.bench.environment import Machine
+
+            probed, cpu_models = screen.machine, screen.cpu_models
+            screen._show_machine(Machine(host="here"))  # no torch: the hint's install command, not cut at 80
+            await pilot.pause(0.1)
+            assert screen.query_one("#machine").size.height == 2 and "pip install '.[bench]'" in text(app, "#machine")
+            screen._show_machine(probed, cpu_models)
+            await pilot.pause(0.1)
             assert "cpu" in screen.request().presets[0]  # the shipped tiny models go to the trials
             screen.query_one("#b-device", Select).value = "cuda"  # a GPU's list: every model
             await pilot.pause(0.1)

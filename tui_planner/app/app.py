@@ -32,6 +32,7 @@ from tui_planner.app.state import PlanState, SweepHandle
 
 DARK, LIGHT = "textual-dark", "textual-light"
 SAVE_AFTER_S = 1.0  # the plan is kept once its changes pause
+LAID_OUT_FOR = (80, 24)  # every screen shows all a decision needs at this size; smaller, some of it is cut
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,23 @@ class PlannerApp(App):
         for note in self.notes:
             self.notify(fmt.visible(note, newlines=True), title="Saved plan", severity="warning", timeout=8,
                         markup=False)
+        self._small_said = False
+        self._say_if_small()
+
+    def on_resize(self, event: Any) -> None:
+        self._say_if_small(event.size)  # before App's own handler has taken the new size
+
+    def _say_if_small(self, size: Any = None) -> None:
+        """Below 80x24 some columns, lines and footer keys are cut: said once each time the terminal gets
+        that small, so nothing goes missing unannounced."""
+        w, h = size or self.size
+        small = w < LAID_OUT_FOR[0] or h < LAID_OUT_FOR[1]
+        if small and not getattr(self, "_small_said", True):
+            self.notify(f"The terminal is {w}x{h}: the screens are laid out for {LAID_OUT_FOR[0]}x{LAID_OUT_FOR[1]}, "
+                        "so some columns, lines and footer keys are cut here (? lists every key).",
+                        title="Small terminal", severity="warning", timeout=8, markup=False)
+        if hasattr(self, "_small_said"):
+            self._small_said = small
 
     def _stop_from_thread(self) -> None:
         """The watchdog thread asks the event loop (if it still turns) to stop the sweep and leave."""

@@ -19,7 +19,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.actions import SkipAction
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
@@ -223,7 +223,10 @@ class PlanScreen(WhatIfScreen):
                 yield Static("", id="title")
                 yield DataTable(id="ranking", cursor_type="row", zebra_stripes=False, cell_padding=0)
                 yield Static("", id="option")
-                yield Static("", id="verdict")
+                # Scrolls where it is longer than its seven lines (80x24: the runner-up and the prices
+                # would be cut): its scrollbar says there is more; the wheel, or tab to it and ↑/↓, reads it.
+                with VerticalScroll(id="verdict-pane"):
+                    yield Static("", id="verdict")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
