@@ -392,6 +392,36 @@ def test_fields_take_every_letter_t_leaves_three_figures_and_reset_asks(db):
     asyncio.run(go())
 
 
+def test_second_hand_prices_are_marked_and_n_leaves_them_out(db):
+    """Issue 41, item 9: a used A6000 at $2,800, a used RTX 3090 at $750 and a V100 off the secondary market
+    ranked beside new systems, unmarked: their cost and their price in the GPU list carry a u, and n leaves
+    those GPU types out (n again brings them back)."""
+    used = {"a6000", "rtx3090", "v100"}
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            assert st.second_hand_gpus(app.presets, app.state) == used
+            table = app.screen.query_one("#ranking", DataTable)
+            cost = table.get_column_index("hw")
+            marks = {r["gpu"]: str(table.get_cell_at((i, cost))).strip().endswith(st.USED_MARK)
+                     for i, r in enumerate(app.screen.option_rows)}
+            assert marks["a6000"] and not marks["rtx6000ada"]
+            gpus = app.screen.query_one("#gpus", SelectionList)
+            prompts = {str(gpus.get_option_at_index(i).value): str(gpus.get_option_at_index(i).prompt)
+                       for i in range(gpus.option_count)}
+            assert {g for g, p in prompts.items() if p.endswith(st.USED_MARK)} == used
+            await pilot.press("n")
+            await ranked(pilot, app)
+            assert not used & {r["gpu"] for r in app.ranking.rows} and set(app.state.gpus_allowed)
+            assert any("Left out, priced second-hand: a6000, rtx3090, v100" in n.message for n in app._notifications)
+            await pilot.press("n")
+            await ranked(pilot, app, gpus_allowed=())
+
+    asyncio.run(go())
+
+
 def test_toggling_a_gpu_type_drops_it_from_the_ranking(db):
     async def go():
         app = make_app(db)

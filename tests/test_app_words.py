@@ -43,7 +43,7 @@ async def detail_loaded(pilot, app) -> str:
 
 PRINTED = ("FL", "naive", "ckpt", "ckpt?", "shard?", "zero1", "zero2", "zero3", "fsdp2", "fsdp3", "offload",
            "MFU", "band", "T1", "T4", "meas", "pred", "$/run", "vs FL", "8x32", "°", "in", "!", "!!", "d", "?",
-           "$", "infeasible", "oom", "memory", "dominated", "refused", "superseded", "†", "Pareto")
+           "$", "infeasible", "oom", "memory", "dominated", "refused", "superseded", "†", "Pareto", "u")
 
 
 @pytest.mark.parametrize("term", PRINTED)

@@ -124,6 +124,10 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
         Term("°", "a stale price",
              "a price older than 12 months.",
              "give today's (the Prices field, rank --price ID=USD) before you spend on it."),
+        Term("u", "a second-hand price",
+             "a used or refurbished GPU's price (its source says so): the cost column and the GPU list mark it.",
+             "it ranks far below a new card's price but comes without a warranty and may not be buyable in "
+             "numbers; n leaves such GPUs out."),
         Term("vs FL", "time against free-lunch",
              "in what a search found: a setting's time against free-lunch alone on the same GPUs (-30%: 30% "
              "less time).",

@@ -7,6 +7,7 @@ No Textual here: the nudges and the verdict are plain functions, so they are tes
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
@@ -242,6 +243,34 @@ def nudge_tokens(s: PlanState, on_run: Any, factor: float) -> PlanState:
         return s
     step = on_run.training.batch_size * units_per_sample(on_run)
     return with_tokens(s, float(min(MAX_TOKENS, max(step, tokens(on_run) * factor))))
+
+
+# A price whose source says first that the card is second-hand: used, refurbished, or off the secondary
+# market ("used: ...", "estimate: secondary-market range ..."). A new card's source may mention used prices
+# later on ("new retail ... (used $1,400-1,700)"): that is not its price.
+SECOND_HAND = re.compile(r"^\s*(?:estimate:\s*)?(?:used|refurbished|secondary[- ]market)\b", re.IGNORECASE)
+USED_MARK = "u"
+
+
+def second_hand(source: Any) -> bool:
+    """Whether a price's source says it is for a used or refurbished card."""
+    return bool(source) and bool(SECOND_HAND.search(str(source)))
+
+
+def second_hand_gpus(presets: Any, s: PlanState) -> set[str]:
+    """The GPU types whose price the ranking uses is second-hand (not your own price, not the paper's)."""
+    yours = dict(s.price_overrides)
+    return {g.id for g in presets.gpus.values()
+            if g.id not in yours and s.sources != ("paper",) and g.price and second_hand(g.price.source)}
+
+
+def toggle_second_hand(s: PlanState, presets: Any) -> tuple[PlanState, bool]:
+    """Leave out the GPU types priced second-hand, or bring them back; (the state, whether they are out)."""
+    used = second_hand_gpus(presets, s)
+    allowed = set(s.gpus_allowed) or set(presets.gpus)
+    out = bool(used & allowed)
+    allowed = allowed - used if out else allowed | used
+    return replace(s, gpus_allowed=() if allowed >= set(presets.gpus) else tuple(sorted(allowed))), out
 
 
 def run_line(on_run: Any) -> str:

@@ -31,6 +31,8 @@ WHAT_IF_BINDINGS = [
     Binding("s", "sources", "src", tooltip="cycle which sources are trusted"),
     Binding("t", "tokens(2)", "tokens x2", show=False, tooltip="twice the tokens (same batch and sequence)"),
     Binding("T", "tokens(0.5)", "tokens /2", show=False, tooltip="half the tokens"),
+    Binding("n", "second_hand", "New only", show=False,
+            tooltip="leave out the GPUs priced second-hand (u: used or refurbished), or bring them back"),
     Binding("x", "app.report", "Report", show=False,
             tooltip="write the plan as a report: Markdown, CSV and an SVG of this screen, to a folder"),
 ]
@@ -55,6 +57,19 @@ class WhatIfScreen(Screen):
     def action_sources(self) -> None:
         if self.app.state:
             self.app.state = st.cycle_sources(self.app.state)
+
+    def action_second_hand(self) -> None:
+        if not self.app.state:
+            return
+        state, out = st.toggle_second_hand(self.app.state, self.app.presets)
+        used = sorted(st.second_hand_gpus(self.app.presets, self.app.state))
+        if not used:
+            self.app.notify("No GPU here is priced second-hand", timeout=4)
+            return
+        self.app.state = state
+        self.app.notify(fmt.visible(("Left out, priced second-hand: " if out else "Back in, priced second-hand: ")
+                                    + ", ".join(used)), title="New prices only" if out else "All prices",
+                        timeout=5, markup=False)
 
     def action_tokens(self, factor: float) -> None:
         """Another length of the same run: the ranking scales its days with the steps, no new predictions."""

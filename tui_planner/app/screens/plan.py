@@ -69,9 +69,11 @@ def money_short(usd: float | None) -> str:
 
 
 def gpu_prompt(g, s: st.PlanState):
-    """A GPU type in the list: its id and the price per GPU used now ("=" marks yours, as typed in Prices)."""
+    """A GPU type in the list: its id and the price per GPU used now ("=" marks yours, as typed in Prices; "u"
+    a second-hand one)."""
     usd, yours = price_used(g, s)
-    return fmt.text(f"{g.id:<11}{('=' if yours else '') + money_short(usd):>7}")
+    used = not yours and s.sources != ("paper",) and g.price is not None and st.second_hand(g.price.source)
+    return fmt.text(f"{g.id:<11}{('=' if yours else '') + money_short(usd):>7}{st.USED_MARK if used else ''}")
 
 
 SOURCES_ROOM = 25  # the form's width less its padding and border
@@ -359,14 +361,16 @@ class PlanScreen(WhatIfScreen):
         self._show_option(at)
 
     @staticmethod
-    def _cells(r: dict, short_cost: bool = False, band_only: bool = False) -> dict[str, str]:
+    def _cells(r: dict, short_cost: bool = False, band_only: bool = False, used: bool = True) -> dict[str, str]:
         """An option's cells, as plain text (values from outside made visible; a Cell is never markup);
-        `band_only`: a prediction's days as its band alone, where the figure beside does not fit."""
+        `band_only`: a prediction's days as its band alone, where the figure beside does not fit; `used`: a
+        second-hand price marked u (the GPU list marks it too, where the table has no room)."""
         has = r["days"] is not None
         money = money_short if short_cost else fmt.usd
         run = r.get("cost_per_experiment_usd")
         cells = {"mark": option_mark(r), "gpus": f"{r['num_gpus']}x {r['gpu']}", "system": r["system_short"] or "",
-                 "hw": money(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else ""),
+                 "hw": money(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
+                 + (st.USED_MARK if used and st.second_hand(r.get("gpu_price_source")) else ""),
                  "days": (fmt.band(r.get("days_low"), r.get("days_high")) or days_cell(r)) if band_only and has
                  else days_cell(r), "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
                  "source": SOURCE_SHORT.get(r["source"], r["source"] or "—"),
@@ -389,10 +393,10 @@ class PlanScreen(WhatIfScreen):
 
         # The first form where every column but $/run fits, else the first where those that stay do.
         required = {c.key for c in COLUMNS if not c.optional}
-        forms = [(short, band) for band in (False, True) for short in (False, True)]
+        forms = [(short, band, True) for band in (False, True) for short in (False, True)] + [(True, True, False)]
         tried = []
-        for short, band in forms:
-            cells = [self._cells(r, short_cost=short, band_only=band) for r in rows]
+        for short, band, used in forms:
+            cells = [self._cells(r, short_cost=short, band_only=band, used=used) for r in rows]
             tried.append((cells, widest(cells)))
         fits = [x for x in tried if need(x[1], required | {"system", "source"}) <= room] or \
             [x for x in tried if need(x[1], required) <= room] or tried[-1:]
