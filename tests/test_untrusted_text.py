@@ -303,7 +303,7 @@ def test_plan_and_chart_show_the_database_text_as_text(evil):
             # what a person types is text too: a bracket in the budget box is an error message, not markup
             await pilot.press("e", *"[/]")  # e: edit the budget (its text selected)
             await pilot.pause(0.2)
-            assert "budget: '[/]' is not an amount" in shown(screen.query_one("#verdict", Static))
+            assert "budget: '[/]' is not an amount" in shown(screen.query_one("#field-note", Static))  # beside it
             await pilot.press("escape")
             table = screen.query_one("#ranking", DataTable)
             assert "4x h100" in cells(table, 1)[0]
