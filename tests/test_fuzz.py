@@ -142,6 +142,22 @@ def _databases(real: Path, folder: Path, rng: random.Random):
         con.execute(statement)
         con.close()
         yield "foreign", path.read_bytes()
+    # Ours, with odd values in the rows: text where numbers belong is impossible (typed columns), so
+    # NULLs, negatives, zero, huge and non-finite numbers.
+    for column, value in [("days", None), ("days", -5.0), ("days", 0.0), ("days", 1e308), ("days", float("nan")),
+                          ("num_gpus", 0), ("num_gpus", -3), ("micro_batch", 0), ("mfu", float("inf")),
+                          ("model", "no-such-model"), ("gpu", "no-such-gpu"), ("provenance", "{not json"),
+                          ("sharding", "zero9"), ("key", None), ("source", "paper-table1"), ("update_s", None),
+                          ("pass_s", -1.0), ("grad_accum", 0)]:
+        path = folder / "tmp.duckdb"
+        shutil.copy(real, path)
+        con = duckdb.connect(str(path))
+        con.execute(f"UPDATE trials SET {column} = ?", [value])
+        con.close()
+        yield f"{column}={value!r}", path.read_bytes()
+
+
+def _schema_mutations(real: Path, folder: Path, rng: random.Random):
     # Ours, with its schema changed as a file from elsewhere may be: views (one reading a local file), macros
     # shadowing built-ins, types, sequences, generated columns, columns of other types or missing, tables gone.
     secret = folder / "secret.txt"
@@ -174,24 +190,12 @@ def _databases(real: Path, folder: Path, rng: random.Random):
                 pass  # a change the first one made impossible (a column of a view): the file as it stands
         con.close()
         yield "schema: " + "; ".join(picked), path.read_bytes()
-    # Ours, with odd values in the rows: text where numbers belong is impossible (typed columns), so
-    # NULLs, negatives, zero, huge and non-finite numbers.
-    for column, value in [("days", None), ("days", -5.0), ("days", 0.0), ("days", 1e308), ("days", float("nan")),
-                          ("num_gpus", 0), ("num_gpus", -3), ("micro_batch", 0), ("mfu", float("inf")),
-                          ("model", "no-such-model"), ("gpu", "no-such-gpu"), ("provenance", "{not json"),
-                          ("sharding", "zero9"), ("key", None), ("source", "paper-table1"), ("update_s", None),
-                          ("pass_s", -1.0), ("grad_accum", 0)]:
-        path = folder / "tmp.duckdb"
-        shutil.copy(real, path)
-        con = duckdb.connect(str(path))
-        con.execute(f"UPDATE trials SET {column} = ?", [value])
-        con.close()
-        yield f"{column}={value!r}", path.read_bytes()
 
 
-def test_malformed_databases(real_db, tmp_path, capsys):
+@pytest.mark.parametrize("made", [_databases, _schema_mutations], ids=["damaged", "schema"])
+def test_malformed_databases(real_db, tmp_path, capsys, made):
     rng = random.Random(10)
-    for i, (what, data) in enumerate(_databases(real_db, tmp_path, rng)):
+    for i, (what, data) in enumerate(made(real_db, tmp_path, rng)):
         path = tmp_path / f"db{i}.duckdb"
         path.write_bytes(data)
         for argv in (["results", "--db", str(path)], ["results", "--db", str(path), "--format", "json"],

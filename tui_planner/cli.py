@@ -229,15 +229,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 # --- commands ---------------------------------------------------------------------------------------
 
 
-def _open_store(args: argparse.Namespace, path: str | None = None):
-    from engine.data.paths import shipped_db
+def _open_store(args: argparse.Namespace, path: str | None = None, presets=None):
+    from engine.data.paths import is_shipped, shipped_db
+    from engine.data.presets import load_presets
     from engine.data.store import Store
 
-    from engine.data.presets import load_presets
-
     target = path or args.db or shipped_db()
+    if presets is None and not is_shipped(Path(target)):  # the shipped file is not read into a checked copy
+        presets = load_presets(getattr(args, "presets", ()))
     # browsing never locks a file a sweep writes; another's file is checked against the presets read with
-    return Store.open(target, read_only=True, create=False, presets=load_presets(getattr(args, "presets", ())))
+    return Store.open(target, read_only=True, create=False, presets=presets)
 
 
 def _with_store(args: argparse.Namespace, command) -> int:
@@ -245,7 +246,7 @@ def _with_store(args: argparse.Namespace, command) -> int:
     from engine.data.presets import load_presets
 
     presets = load_presets(args.presets)
-    with _open_store(args) as store:
+    with _open_store(args, presets=presets) as store:
         return command(args, store, presets)
 
 
@@ -329,7 +330,7 @@ def _findings(args: argparse.Namespace) -> int:
         presets.gpu(args.paper_gpu)  # an unknown id: a clear error naming the ones known
     from engine.plan.scaling import link_costs, scaling
 
-    with _open_store(args) as store:
+    with _open_store(args, presets=presets) as store:
         cells = findings(store, presets, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
                          paper_gpu=args.paper_gpu)
         scales = [] if args.num_gpus else scaling(store, model=args.model, gpu=args.gpu)

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     presets = load_presets(args.presets)
     if args.write:
         _writable_target(args)
-    rows = _basis_rows(args)
+    rows = _basis_rows(args, presets)
     if args.validate:
         return _validate(args, rows, presets)
     if not args.model:
@@ -150,7 +150,7 @@ def _writable_target(args: argparse.Namespace) -> None:
                            "(scripts/build_db.py rebuilds the shipped one, predictions included)")
 
 
-def _basis_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _basis_rows(args: argparse.Namespace, presets: Any = None) -> list[dict[str, Any]]:
     """Measured and paper rows of the shipped database and of --db FILE (never predicted ones)."""
     from contextlib import ExitStack
 
@@ -161,9 +161,10 @@ def _basis_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.db and Path(args.db).expanduser().exists():
         paths.append(Path(args.db).expanduser())
     with ExitStack() as stack:
-        from engine.data.presets import load_presets
+        if presets is None:
+            from engine.data.presets import load_presets
 
-        presets = load_presets(getattr(args, "presets", ()))
+            presets = load_presets(getattr(args, "presets", ()))
         return evidence_rows([stack.enter_context(Store.open(p, read_only=True, create=False, presets=presets))
                               for p in paths])
 
