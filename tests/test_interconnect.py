@@ -8,7 +8,8 @@ import json
 import pytest
 
 from engine.bench import environment as env_mod
-from engine.bench.environment import interconnect_of, nccl_settings, topology_link
+from engine.bench.environment import interconnect_of, nccl_settings
+from engine.data.links import topology_link
 from engine.bench.sweep import SweepRequest, host_staged, link_provenance, plan
 from engine.data import space
 from engine.data.presets import load_presets

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.bench.events import TrialSpec
-from engine.data.links import HOST_STAGED, INTERCONNECTS, topology_link  # noqa: F401 (re-exported)
+from engine.data.links import HOST_STAGED, topology_link
 from engine.data.errors import PlannerError
 
 

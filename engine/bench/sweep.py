@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable
 
 from engine.data import formulas, locks, safe, space
-from engine.bench.environment import (HOST_STAGED, Machine, clear_build_locks, deepspeed_import_error, host_info,
-                                      interconnect_of, max_repetitions, nccl_settings, p2p_disabled, probe,
-                                      trial_env)
+from engine.bench.environment import (Machine, clear_build_locks, deepspeed_import_error, host_info, interconnect_of,
+                                      max_repetitions, nccl_settings, p2p_disabled, probe, trial_env)
+from engine.data.links import HOST_STAGED
 from engine.data.errors import PlannerError
 from engine.bench.events import (BatchTried, Log, SearchGuided, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialSpec,
                            TrialStarted)

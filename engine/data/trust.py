@@ -24,16 +24,18 @@ TOLERANCE = 0.01  # a stored figure within 1% of its recomputation stands (round
 _RUN = re.compile(r"^(\d+)x(\d+)(px)?\b")
 
 
-def flops_per_unit(model: Any) -> float | None:
-    """The model's training FLOPs per token (per image for image models), from a preset Model or the JSON a
-    sweep stored of it."""
+def own_run(model: Any) -> tuple[float, float, float] | None:
+    """A model's own run: (training FLOPs per token, or per image; tokens or images a step; steps), from a
+    preset Model or the JSON a sweep stored of it; None where it does not say."""
     try:
         if isinstance(model, Mapping):
-            t = model["training"]
-            per_sample = model.get("seq_len") or 1
-            return float(model["training_flops"]) / (float(t["steps"]) * float(t["batch_size"]) * float(per_sample))
-        per_sample = model.seq_len or 1
-        return model.training_flops / (model.training.steps * model.training.batch_size * per_sample)
+            t, flops, per_sample = model["training"], model["training_flops"], model.get("seq_len") or 1
+            steps, batch = float(t["steps"]), float(t["batch_size"])
+        else:
+            t, flops, per_sample = model.training, model.training_flops, model.seq_len or 1
+            steps, batch = float(t.steps), float(t.batch_size)
+        units = batch * float(per_sample)
+        return float(flops) / (steps * units), units, steps
     except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
         return None
 
@@ -66,8 +68,8 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
     GPUs; `stored_models` maps (run_id, model id) to the JSON a sweep stored of its model, used for a model no
     preset names (a config.json of someone's own)."""
     r = dict(row)
-    if r.get("gpu") == "cpu" or r.get("failure_kind") in ("oom", "refused", "memory", "unsupported", "cannot-win",
-                                                          "failed", "timeout", "stopped") and r.get("days") is None:
+    if r.get("gpu") == "cpu" or (r.get("failure_kind") in ("oom", "refused", "memory", "unsupported", "cannot-win",
+                                                           "failed", "timeout", "stopped") and r.get("days") is None):
         return r  # nothing timed to check (a CPU run has no peak to compare with)
     fixed: list[str] = []
     step, days = _finite(r.get("step_s")), _finite(r.get("days"))
@@ -91,13 +93,13 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
     if days is None:
         r["mfu"] = None
         return r  # no time claimed (an out-of-memory row, a prediction that does not fit)
-    model = _model(r, presets, stored_models)
-    per_unit = flops_per_unit(model) if model is not None else None
+    own = own_run(_model(r, presets, stored_models))
+    per_unit = own[0] if own else None
     # A row without its run (an older file's, or written by hand) is on its model's own run, as everywhere
     # (Store.fill_training_runs): that run's batch, sequence and steps.
-    units = run_units(r.get("training_run")) or _own(model, "units")
+    units = run_units(r.get("training_run")) or (own[1] if own else None)
     if steps is None:
-        steps = _own(model, "steps")
+        steps = own[2] if own else None
         if step is not None and steps is not None and days is None:
             days = step * steps / formulas.SECONDS_PER_DAY
     gpu = presets.gpus.get(r.get("gpu")) if r.get("gpu") else None
@@ -135,20 +137,6 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
     if fixed:
         r["provenance"] = _with_note(r.get("provenance"), fixed)
     return r
-
-
-def _own(model: Any, what: str) -> float | None:
-    """A model's own run: tokens (or images) a step, or steps; from a preset Model or a stored one's JSON."""
-    try:
-        if isinstance(model, Mapping):
-            t, seq = model["training"], model.get("seq_len") or 1
-            return float(t["steps"]) if what == "steps" else float(t["batch_size"]) * float(seq)
-        if model is None:
-            return None
-        t = model.training
-        return float(t.steps) if what == "steps" else float(t.batch_size) * float(model.seq_len or 1)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
 
 
 def _model(r: Mapping[str, Any], presets: Any, stored: Mapping[tuple[str, str], Any]) -> Any:

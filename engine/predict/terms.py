@@ -201,7 +201,7 @@ def link_bytes_per_s(gpu: Gpu, num_gpus: int) -> float:
     PCIe named in the preset. Cards without peer access (recent GeForce cards with NVIDIA's driver: p2p =
     false) send it through host memory, crossing PCIe twice: half its rate."""
     gbs = gpu.interconnect_gbs / 2
-    bridge = getattr(gpu, "nvlink_bridge_max_gpus", 0) or (2 if "2-way" in gpu.interconnect else 0)
+    bridge = _bridge(gpu)
     if bridge and num_gpus > bridge:
         gbs = pcie_gbs(gpu)
     if getattr(gpu, "p2p", None) is False:
@@ -211,7 +211,7 @@ def link_bytes_per_s(gpu: Gpu, num_gpus: int) -> float:
 
 def link_name(gpu: Gpu, num_gpus: int) -> str:
     """What carries GPU-to-GPU traffic on this system, in words (link_bytes_per_s's rate is for it)."""
-    bridge = getattr(gpu, "nvlink_bridge_max_gpus", 0) or (2 if "2-way" in gpu.interconnect else 0)
+    bridge = _bridge(gpu)
     if getattr(gpu, "p2p", None) is False:
         return f"host-staged through host memory over PCIe {_pcie_gen(gpu)} (no peer-to-peer access)"
     if bridge and num_gpus > bridge:
@@ -219,7 +219,13 @@ def link_name(gpu: Gpu, num_gpus: int) -> str:
     return gpu.interconnect
 
 
+def _bridge(gpu: Gpu) -> int:
+    """How many cards an NVLink bridge joins (0: no bridge, the GPUs' own links)."""
+    return getattr(gpu, "nvlink_bridge_max_gpus", 0) or (2 if "2-way" in gpu.interconnect else 0)
+
+
 def _pcie_gen(gpu: Gpu) -> str:
+    """The host link's PCIe generation: the preset's, else that architecture's SXM boards'."""
     found = re.search(r"PCIe (\d)", gpu.interconnect)
     return found.group(1) if found else HOST_PCIE_BY_ARCHITECTURE.get(gpu.architecture, "4")
 
@@ -230,9 +236,7 @@ def host_bytes_per_s(gpu: Gpu, fraction: float = LINK_EFFICIENCY) -> float:
 
 
 def pcie_gbs(gpu: Gpu) -> float:
-    found = re.search(r"PCIe (\d)", gpu.interconnect)
-    gen = found.group(1) if found else HOST_PCIE_BY_ARCHITECTURE.get(gpu.architecture, "4")
-    return PCIE_X16_GBS.get(gen, PCIE_X16_GBS["4"])
+    return PCIE_X16_GBS.get(_pcie_gen(gpu), PCIE_X16_GBS["4"])
 
 
 def comm_bytes(model: Model, methods: Methods, num_gpus: int) -> tuple[float, float]:
