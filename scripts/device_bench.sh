@@ -68,8 +68,19 @@ EOF
     read -r mb accum <<< "$row"
     echo "=== plain DDP $model x$n at micro-batch $mb x $accum ${vars[*]} $(date -u +%FT%TZ), ${left} s left"
     steps=3; [ "$accum" -gt 32 ] && steps=2
+    # The model's own shape from its preset (plain_ddp.py's default is Pythia-1B's).
+    cfg=/tmp/plain_ddp_config.json
+    seq=$(python3 - "$model" "$cfg" <<'EOF2'
+import json, sys, transformers
+from engine.data.presets import load_presets
+m = load_presets().model(sys.argv[1])
+cfg = {"model_type": getattr(transformers, m.config_class).model_type, **dict(m.config)}
+json.dump(cfg, open(sys.argv[2], "w"))
+print(m.seq_len)
+EOF2
+) || { echo "=== ddp $model: no config from its preset"; continue; }
     env "${vars[@]}" timeout -s TERM -k 15 "$left" torchrun --standalone --nproc-per-node "$n" scripts/plain_ddp.py \
-      --micro-batch "$mb" --accum "$accum" --steps "$steps" --warmup 1 --out "$OUT/plain_ddp.jsonl" 2>&1 \
+      --config "$cfg" --seq-len "$seq" --micro-batch "$mb" --accum "$accum" --steps "$steps" --warmup 1 --out "$OUT/plain_ddp.jsonl" 2>&1 \
       | grep -v "^\[rank\|UserWarning\|warnings.warn" | tail -5 | tee -a "$OUT/bench.log"
     continue
   fi
