@@ -172,7 +172,7 @@ def test_missing_presets_path_is_a_clear_error(tmp_path):
 def test_a_parsed_preset_file_is_reused_only_for_the_same_bytes_and_never_shared():
     """Presets are read again for every command: the parse of the same bytes is reused, as a fresh copy
     (loading mutates what it merges), and bytes that changed are parsed again."""
-    from engine.data.presets import _parse_toml
+    from engine.data.toml_tables import parse_toml as _parse_toml
 
     text = b'[models.m]\nlayers = 2\nsizes = [1, 2]\n'
     first, second = _parse_toml(text), _parse_toml(text)

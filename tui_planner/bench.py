@@ -47,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "on this machine)")
     p.add_argument("--methods", choices=["naive", "free-lunch", "all"], default="all",
                    help="naive baseline; + free-lunch; or every memory-saving combination (default)")
+    p.add_argument("--network", metavar="ID",
+                   help="with --nodes: the network preset between them, for the guided search's predictions "
+                        "(default with local-nodes: loopback, the emulated nodes' TCP sockets on this machine; "
+                        "`tui-planner presets --kind networks`)")
     p.add_argument("--no-p2p", action="store_true",
                    help="GPU-to-GPU traffic through host memory (NCCL_P2P_DISABLE=1 in every trial), as on cards "
                         "without peer access (most PCIe workstations): stored as the 'host-staged' interconnect, "
@@ -108,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only),
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed, no_p2p=args.no_p2p,
+        network=args.network,
         run={k: v for k, v in vars(arg.run_flags(args)).items() if v is not None},
     ) for n in args.gpus]
     from engine.bench.sweep import check_database, check_launcher

@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     ps = sub.add_parser("presets", parents=[common], help="list models, GPUs, systems, prices and machines",
                         description="List the presets in use: shipped, then yours (see --presets). Every price "
                                     "with its date and source; one older than 12 months is marked stale.")
-    ps.add_argument("--kind", choices=["models", "gpus", "systems", "machines", "cloud", "prices", "all"],
+    ps.add_argument("--kind", choices=["models", "gpus", "systems", "machines", "cloud", "networks", "prices", "all"],
                     default="all")
     ps.add_argument("--format", choices=["table", "json"], default="table")
 

@@ -61,6 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model preset id (tui-planner presets) or path/to/config.json")
     p.add_argument("--gpu", help="GPU preset id")
     p.add_argument("--num-gpus", type=arg.whole(1), default=1, metavar="N", help="GPUs in the machine (default 1)")
+    p.add_argument("--nodes", type=arg.whole(1), default=1, metavar="K",
+                   help="K machines of --num-gpus GPUs each in one run, joined by --network (default 1)")
+    p.add_argument("--network", metavar="ID", help="the network between the machines, a preset (eth-25g, eth-100g, "
+                   "roce-200g, ib-hdr-200, ib-ndr-400, ib-ndr-400x8: `tui-planner presets --kind networks`)")
     p.add_argument("--methods", default="all", metavar="LABEL",
                    help="one combination to explain (e.g. free-lunch, ckpt, zero3+offload) or all (default)")
     p.add_argument("--all", action="store_true", help="every GPU preset x 1, 2, 4, 8 GPUs for --model")
@@ -90,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
     rows = rows_on_run(rows, model)  # rows of this model on another run time another step: not its basis
     if args.num_gpus < 1:
         raise PlannerError(f"--num-gpus must be at least 1, not {args.num_gpus}")
+    if args.nodes > 1 and not args.network:
+        raise PlannerError(f"{args.nodes} machines need a network between them: --network, one of "
+                           + ", ".join(presets.networks))
+    network = presets.network(args.network) if args.network else None
+    nodes = args.nodes
     predictor = build_predictor(rows, presets, for_model=model.id)
     if args.all:
         if args.gpu:
@@ -110,12 +119,17 @@ def run(args: argparse.Namespace) -> int:
             raise PlannerError(f"no combination called {args.methods!r}; on {cells[0][1]} GPU(s) they are: "
                                + ", ".join(m.label for m in space.search_space("all", cells[0][1])))
         only = args.methods
-    measured = _measured_cells(rows, model.id)
+    measured = _measured_cells(rows, model.id) if nodes == 1 else set()
     results = []
-    for gpu, n in cells:
+    for gpu, per_node in cells:
+        n = per_node * nodes
+        if model.training.batch_size % n:
+            if args.all:
+                continue
+            raise PlannerError(f"{n} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
         if args.all and (model.id, gpu, n) in measured:
             continue  # measured: nothing to predict
-        preds = predictor.predict_cell(model.id, gpu, n, method_set)
+        preds = predictor.predict_cell(model.id, gpu, n, method_set, nodes=nodes, network=network)
         if only:
             preds = [p for p in preds if p.label == only]
             if not preds:
@@ -189,7 +203,9 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     console = fmt.console()
     e = fmt.esc
     first = preds[0]
-    title = f"{e(first.model)} on {first.num_gpus} x {e(first.gpu)}: " + (
+    where = (f"{first.nodes} machines x {first.num_gpus // first.nodes} x {e(first.gpu)} over "
+             f"{e(first.network)}" if first.nodes > 1 else f"{first.num_gpus} x {e(first.gpu)}")
+    title = f"{e(first.model)} on {where}: " + (
         "predicted, although measured" if measured else "predicted (no measurement of this cell)")
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=title, title_justify="left")
     for col in ("setting", "micro-batch", "memory", "days (band)", "MFU"):
@@ -245,9 +261,9 @@ def _print_all(model: str, results, predictor, measured) -> None:
         best = next((p for p in preds if p.feasible), None)
         if best is None:
             reason = "infeasible" if any("does not fit" in p.reason for p in preds) else "no prediction"
-            t.add_row(f"{n} x {e(gpu)}", reason, "—", "", "", style="dim")
+            t.add_row(_gpus(preds[0], gpu), reason, "—", "", "", style="dim")
         else:
-            t.add_row(f"{n} x {e(gpu)}", _days(best), fmt.mfu(best.mfu), e(best.label), str(best.micro_batch))
+            t.add_row(_gpus(best, gpu), _days(best), fmt.mfu(best.mfu), e(best.label), str(best.micro_batch))
     console.print(t)
     if measured:
         cells = ", ".join(f"{n} x {g}" for _, g, n in sorted(measured))
@@ -256,8 +272,14 @@ def _print_all(model: str, results, predictor, measured) -> None:
     console.print("[dim]band: leave-one-out error spread. One cell in detail: --gpu G --num-gpus N.[/dim]")
 
 
+def _gpus(p, gpu: str) -> str:
+    """'4 x h100', or '2 x 4 x h100' for two machines of four."""
+    return (f"{p.nodes} x " if p.nodes > 1 else "") + f"{p.num_gpus // p.nodes} x {fmt.esc(gpu)}"
+
+
 def _json(p) -> dict[str, Any]:
-    return {"model": p.model, "gpu": p.gpu, "num_gpus": p.num_gpus, "setting": p.label, "feasible": p.feasible,
+    return {"model": p.model, "gpu": p.gpu, "num_gpus": p.num_gpus, "nodes": p.nodes, "network": p.network,
+            "setting": p.label, "feasible": p.feasible,
             "reason": p.reason or None, "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
             "days": p.days, "days_low": p.days_low, "days_high": p.days_high, "mfu": p.mfu, "capped": p.capped,
             "pass_s": p.pass_s, "update_s": p.update_s, "step_s": p.step_s, "memory_need_gb": p.memory_need_gb,
@@ -364,6 +386,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--model", args.model]
     if args.gpu:
         out += ["--gpu", args.gpu, "--num-gpus", str(args.num_gpus)]
+    if args.nodes > 1:
+        out += ["--nodes", str(args.nodes), "--network", args.network]
     if args.all:
         out.append("--all")
     if args.methods != "all":

@@ -52,6 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training must finish within this many days")
     p.add_argument("--gpus-allowed", nargs="+", metavar="GPU", default=[], help="GPU ids to consider (default: all)")
     p.add_argument("--max-gpus", type=arg.whole(1), default=8, help="most GPUs in one machine (default 8)")
+    p.add_argument("--nodes", type=arg.whole(1), default=1, metavar="N",
+                   help="several machines in one run: N of each option's system, joined by --network "
+                        "(predicted: nothing is measured over a real network; the network is not priced)")
+    p.add_argument("--network", metavar="ID", help="the network between the machines, a preset: "
+                   "eth-25g, eth-100g, roce-200g, ib-hdr-200, ib-ndr-400, ib-ndr-400x8 (`tui-planner presets "
+                   "--kind networks`)")
     p.add_argument("--price", type=arg.gpu_price, action="append", default=[], metavar="ID=USD",
                    help="today's price of a GPU (per GPU) or a system (without GPUs), e.g. h100=25000 or "
                         "ws4=14000; replaces a stale one")
@@ -77,6 +83,7 @@ def request_from(args: argparse.Namespace):
         max_gpus=args.max_gpus, lifespan_years=args.lifespan_years, kwh_price_usd=args.kwh_price,
         utilisation=args.utilisation, price_overrides=overrides,
         sources=tuple(s.strip() for s in args.source.split(",") if s.strip()),
+        nodes=args.nodes, network=args.network,
     )
 
 
@@ -128,7 +135,9 @@ def run(args: argparse.Namespace, store, presets) -> int:
 
     presets, model = arg.resolve_model(args, presets)
     args.model = model.id
-    ranked_on = store_for(store, presets, model.id)  # predictions made now where the store has none
+    request_from(args).validate(presets)  # a missing or unknown network says so before anything is predicted
+    # predictions made now where the store has none, and for several machines over a network
+    ranked_on = store_for(store, presets, model.id, args.nodes, args.network)
     try:
         return _run(args, ranked_on, presets, model)
     finally:
@@ -155,6 +164,8 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
               title=f"{e(req.model)}: budget {fmt.usd(req.budget_usd)}"
                     + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view
+                    + (f"\n{req.nodes} machines a run over {e(presets.network(req.network).name)}" if req.nodes > 1
+                       else "")
                     + f"\nrun: {e(describe_run(model))}")
     for col in ("", "GPUs", "in", "hardware", "days", "band", "MFU", "$/run", "from", "paper"):
         # The paper's figure folds onto a second line where 80 columns are short, never cut.
@@ -168,7 +179,8 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
         if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
             paper = f"{fmt.compact_days(r['paper_days'])} {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
         cost = fmt.usd(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
-        t.add_row(mark(r), f"{r['num_gpus']}x {e(r['gpu'])}", e(r["system_short"]), cost,
+        gpus = (f"{req.nodes}x{r['num_gpus'] // req.nodes}" if req.nodes > 1 else f"{r['num_gpus']}x")
+        t.add_row(mark(r), f"{gpus} {e(r['gpu'])}", e(r["system_short"]), cost,
                   fmt.days(r["days"]) if has else e(r["status"]),
                   fmt.band(r["days_low"], r["days_high"]) if has else "",
                   fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
@@ -181,6 +193,13 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
                                            if kwh_date else "") if kwh else f"no energy ({e(kwh_source)})")
     for line in legend(req, options, energy):
         console.print(f"[dim]{line}[/dim]")
+    if req.nodes > 1:
+        net = presets.network(req.network)
+        console.print(f"[dim]GPUs {req.nodes}xN: {req.nodes} machines of N GPUs each, one run over all of them; "
+                      f"hardware is {req.nodes} systems and their GPUs. Between the machines {e(net.name)} carries "
+                      f"{net.node_bytes_per_s / 1e9:.1f} GB/s a machine each way ({net.efficiency:.0%} of its line "
+                      f"rate: {e(fmt.short_source(net.efficiency_source, 90))}); every figure is predicted, and its "
+                      "band widens by the network's share. Not priced: NICs, cables and a switch.[/dim]")
     v = decide(rows, req.deadline_days)
     for line in views.verdict_lines(v, req.model, req.budget_usd, req.deadline_days, prices=False):
         console.print(line)
@@ -217,8 +236,9 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
     if unsold:
         groups: dict[tuple[str, str], list[int]] = {}
         for r in unsold:  # the first system's reason stands for the rest (`--format json` has them all)
-            groups.setdefault((r["gpu"], (r["why"] or "").split("; ")[0]), []).append(r["num_gpus"])
-        parts = [f"{'/'.join(map(str, sorted(ns)))} x {e(g)}: {e(why)}" for (g, why), ns in groups.items()]
+            groups.setdefault((r["gpu"], (r["why"] or "").split("; ")[0]), []).append(r["num_gpus"] // req.nodes)
+        machines = f"{req.nodes} machines of " if req.nodes > 1 else ""
+        parts = [f"{machines}{'/'.join(map(str, sorted(ns)))} x {e(g)}: {e(why)}" for (g, why), ns in groups.items()]
         console.print("[dim]Not an option (no system sold takes them; their figures stay in JSON): "
                       + "; ".join(parts) + ".[/dim]")
     missing = no_data_gpus(store, req, presets)

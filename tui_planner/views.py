@@ -27,7 +27,7 @@ SHORT = {"consumer": "cons", "passive": "pass", "blower": "blow", "open-air": "o
 
 def presets_json(presets: Presets, kind: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in ("models", "gpus", "systems", "machines", "cloud", "electricity"):
+    for name in ("models", "gpus", "systems", "machines", "cloud", "electricity", "networks"):
         if kind in (name, "all") or (kind == "prices" and name in ("gpus", "systems", "cloud", "electricity")):
             out[name] = plain(getattr(presets, name))
     out["files"] = list(presets.files)
@@ -76,6 +76,19 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
             t.add_row(e(sy.id), e(",".join(map(str, sy.gpu_counts))), e(takes), f"{sy.max_gpu_tdp_w:g}",
                       fmt.usd(sy.price.usd), when(sy.price.date))
         console.print(t)
+    if kind in ("networks", "all") and presets.networks:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title_justify="left",
+                  title="Networks between machines (rank/predict --nodes N --network ID; not priced)")
+        for col in ("id", "ports", "Gb/s", "transport", "reached", "GB/s a machine"):
+            t.add_column(col, justify="left" if col in ("id", "transport") else "right", no_wrap=True)
+        for n in presets.networks.values():
+            t.add_row(e(n.id), str(n.ports), f"{n.gbps:g}", e(n.transport), f"{n.efficiency:.0%}",
+                      f"{n.node_bytes_per_s / 1e9:.1f}")
+        console.print(t)
+        if kind == "networks":
+            for n in presets.networks.values():
+                console.print(f"  {e(n.id)} ({e(n.name)}): {n.efficiency:.0%} of line rate: {e(n.efficiency_source)}",
+                              highlight=False)
     if kind in ("machines", "all"):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   title="The paper's machines (base system without GPUs; its own view only)", title_justify="left")

@@ -79,7 +79,7 @@ class Guide:
 
 
 def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str, gpu: str, num_gpus: int,
-              method_set: str = "all", num_nodes: int = 1) -> Guide | None:
+              method_set: str = "all", num_nodes: int = 1, network=None) -> Guide | None:
     """The guide for one cell, predicted from `rows` (measured and paper rows) without the cell's own
     measured rows. None when the predictor has no basis for the model (nothing feasible or infeasible
     could be said): the sweep then runs in the search space's order."""
@@ -93,7 +93,9 @@ def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str
         and int(r.get("num_gpus") or 0) * int(r.get("num_nodes") or 1) == n)]
     try:
         predictor = build_predictor(rows_on_run(others, model), presets, for_model=model_id)
-        preds = predictor.predict_cell(model_id, gpu, n, method_set)
+        # nodes joined by a network preset: predicted across it; without one, as one machine's n GPUs
+        preds = predictor.predict_cell(model_id, gpu, n, method_set, nodes=num_nodes if network else 1,
+                                       network=network)
     except (PredictError, PlannerError):
         return None
     if all(not p.feasible and p.reason.startswith("no basis") for p in preds):

@@ -85,6 +85,10 @@ class SweepRequest:
     # rows are another cell (their key ends in |host-staged), never NVLink rows. NCCL_P2P_DISABLE=1 in this
     # process's own environment does the same.
     no_p2p: bool = False
+    # Several nodes: the network preset between them, for the guided search's predictions. None: with the
+    # local-nodes launcher, 'loopback' (the emulated nodes' TCP sockets on this machine); else none named, and
+    # the predictions treat the nodes' GPUs as one machine's (the log says so).
+    network: str | None = None
 
 
 COMPILE_MODES = space.COMPILE_MODES  # torch.compile's modes a sweep may ask for (None: torch's default)
@@ -572,15 +576,24 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
     staged = host_staged(req)
     if staged:  # predicted as a card without peer access: through host memory, PCIe twice (terms.link_bytes_per_s)
         presets = dataclasses.replace(presets, gpus={**presets.gpus, gpu: dataclasses.replace(presets.gpu(gpu), p2p=False)})
-    guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes)
+    network = None
+    if req.num_nodes > 1:
+        name = req.network or ("loopback" if req.launcher == "local-nodes" else None)
+        network = presets.networks.get(name) if name else None
+        if network is None:
+            on_event(Log("", f"guided search: no network preset {'named' if name is None else repr(name)} between "
+                             "the nodes (--network): predicted as one machine's GPUs"))
+    guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes,
+                      network)
     if guide is None:
         on_event(Log("", "guided search: nothing to predict this model from; measuring every combination"))
         return None
     to_run = [s for s in specs if s.key not in done and s.key not in given_up]
     if to_run and guide.predictions:
         # Stored once, before the first measurement: a resumed sweep keeps the prediction it started from.
-        link = HOST_STAGED if staged else None
-        keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label, link)
+        link = HOST_STAGED if staged else network.id if network else None
+        keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label, link,
+                                               req.num_nodes if network else 1)
                 for s in specs}
         have = {r["key"] for r in store.query("SELECT key FROM trials WHERE source = 'predicted' AND key IN "
                                               "(SELECT unnest(?))", [list(keys.values())])}
@@ -588,6 +601,7 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
         write_predictions(store, [p for p in guide.predictions if p.label in wanted], presets,
                           command=f"predicted before measuring (guided search of bench --model "
                                   f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus}"
+                                  f"{f' --nodes {req.num_nodes}' if req.num_nodes > 1 else ''}"
                                   f"{' --no-p2p' if staged else ''})", interconnect=link)
     return guide
 

@@ -13,25 +13,16 @@ presets too: Presets.systems_for and Presets.why_no_system.
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import json
-import math
-import pickle
-import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 from engine.data.errors import PresetError
 from engine.data.safe import is_id
+from engine.data.toml_tables import Origins, Table, copy_value, load_toml, mark, merge, read_bounded
 from engine.data.paths import presets_dir, user_presets_dir
 
 ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -40,7 +31,10 @@ OBJECTIVES = ("causal-lm", "masked-lm", "image-classification")
 OPTIMIZERS = ("adam", "adamw")
 ATTENTION = ("sdpa", "eager", "none")
 CHECKPOINTING = ("hf", "stages", "none")
-TOP_LEVEL = ("models", "gpus", "machines", "systems", "cloud", "electricity")
+TOP_LEVEL = ("models", "gpus", "machines", "systems", "cloud", "electricity", "networks")
+# How NCCL moves a network's traffic: RDMA (InfiniBand, or RoCE with GPUDirect RDMA: its IB transport) or TCP
+# sockets (its socket transport, any Ethernet).
+TRANSPORTS = ("rdma", "sockets")
 # How a GPU is sold: an SXM module on its HGX baseboard, a PCIe card, a PCIe card sold for NVLink-bridged
 # use (NVL), a GeForce card.
 FORM_FACTORS = ("sxm", "pcie", "nvl", "consumer")
@@ -238,6 +232,27 @@ def _counts(counts: tuple[int, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class Network:
+    """What joins machines (nodes) into one run: a port's line rate, ports a node, the transport NCCL uses
+    over it and the share of the line rate its collectives reach (with where that figure comes from)."""
+
+    id: str
+    name: str
+    gbps: float  # line rate of one port, per direction, Gb/s as sold
+    ports: int  # ports a node uses for this network
+    transport: str  # TRANSPORTS
+    efficiency: float  # NCCL bus bandwidth / line rate
+    efficiency_source: str
+    source: str
+    note: str = ""
+
+    @property
+    def node_bytes_per_s(self) -> float:
+        """What a node's ports carry each way, as NCCL's collectives reach it (bytes/s)."""
+        return self.gbps / 8 * 1e9 * self.ports * self.efficiency
+
+
+@dataclass(frozen=True)
 class CloudPrice:
     gpu: str
     provider: str
@@ -255,6 +270,7 @@ class Presets:
     files: tuple[str, ...] = field(default=())
     systems: Mapping[str, System] = field(default_factory=lambda: MappingProxyType({}))
     electricity: Electricity | None = None
+    networks: Mapping[str, Network] = field(default_factory=lambda: MappingProxyType({}))
 
     def model(self, model_id: str) -> Model:
         try:
@@ -267,6 +283,13 @@ class Presets:
             return self.gpus[gpu_id]
         except KeyError:
             raise PresetError("presets", f"gpus.{gpu_id}", f"one of {', '.join(self.gpus)}") from None
+
+    def network(self, network_id: str) -> Network:
+        try:
+            return self.networks[network_id]
+        except KeyError:
+            raise PresetError("presets", f"networks.{network_id}",
+                              f"one of {', '.join(self.networks) or '(no network presets)'}") from None
 
     def machine_for(self, num_gpus: int) -> Machine | None:
         """The smallest of the paper's machines that holds num_gpus GPUs (its own view only)."""
@@ -301,187 +324,6 @@ class Presets:
 # --- reading -------------------------------------------------------------------------------------
 
 
-class _Origins:
-    """Which file set each key path, so an error can name the file a user must edit."""
-
-    def __init__(self) -> None:
-        self._by_path: dict[tuple[str, ...], str] = {}
-
-    def set(self, path: tuple[str, ...], file: str) -> None:
-        self._by_path[path] = file
-
-    def file_for(self, path: tuple[str, ...]) -> str:
-        while path:
-            if path in self._by_path:
-                return self._by_path[path]
-            path = path[:-1]
-        return "presets"
-
-
-def _merge(into: dict, new: Mapping, path: tuple[str, ...], origins: _Origins, file: str) -> None:
-    for key, value in new.items():
-        here = path + (str(key),)
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value, here, origins, file)
-        else:
-            into[key] = _copy(value)
-            _mark(value, here, origins, file)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-def _mark(value: Any, path: tuple[str, ...], origins: _Origins, file: str) -> None:
-    origins.set(path, file)
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            _mark(v, path + (str(k),), origins, file)
-
-
-class _Table:
-    """Typed access to one TOML table; every failure is a PresetError naming file and key."""
-
-    def __init__(self, data: Mapping, path: tuple[str, ...], origins: _Origins):
-        if not isinstance(data, Mapping):
-            raise PresetError(origins.file_for(path), ".".join(path), "a table", data)
-        self.data, self.path, self.origins = data, path, origins
-        self.used: set[str] = set()
-
-    def _err(self, key: str, expected: str, got: object = None) -> PresetError:
-        full = self.path + (key,)
-        return PresetError(self.origins.file_for(full), ".".join(full), expected, got)
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def raw(self, key: str, expected: str, default: Any = ...) -> Any:
-        self.used.add(key)
-        if key not in self.data:
-            if default is ...:
-                file = self.origins.file_for(self.path)
-                raise PresetError(file, ".".join(self.path + (key,)), f"{expected} (the key is missing)")
-            return default
-        return self.data[key]
-
-    def str(self, key: str, default: Any = ..., choices: Iterable[str] | None = None) -> str:
-        choices = tuple(choices) if choices else None
-        expected = f"one of {', '.join(repr(c) for c in choices)}" if choices else "a string"
-        value = self.raw(key, expected, default)
-        if value is default and default is not ...:
-            return value
-        if not isinstance(value, str) or (choices and value not in choices) or (not choices and not value.strip()):
-            raise self._err(key, expected if choices else "a non-empty string", value)
-        return value
-
-    def number(self, key: str, default: Any = ..., positive: bool = True, allow_zero: bool = False) -> float:
-        expected = "a positive number" if positive and not allow_zero else "a number >= 0" if positive else "a number"
-        value = self.raw(key, expected, default)
-        if value is default and default is not ...:
-            return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self._err(key, expected, value)
-        if positive and (value < 0 or (value == 0 and not allow_zero)):
-            raise self._err(key, expected, value)
-        return float(value)
-
-    def int(self, key: str, default: Any = ...) -> int:
-        value = self.raw(key, "a positive integer", default)
-        if value is default and default is not ...:
-            return value
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self._err(key, "a positive integer", value)
-        return value
-
-    def bool(self, key: str, default: Any = ...) -> bool:
-        value = self.raw(key, "true or false", default)
-        if not isinstance(value, bool):
-            raise self._err(key, "true or false", value)
-        return value
-
-    def date(self, key: str) -> dt.date:
-        value = self.raw(key, "a date like 2024-09-21")
-        if isinstance(value, dt.datetime):
-            return value.date()
-        if isinstance(value, dt.date):
-            return value
-        raise self._err(key, "a date like 2024-09-21 (TOML date, no quotes)", value)
-
-    def table(self, key: str, default: Any = ...) -> "_Table | Any":
-        value = self.raw(key, "a table", default)
-        if value is default and default is not ...:
-            return value
-        if not isinstance(value, Mapping):
-            raise self._err(key, "a table", value)
-        return _Table(value, self.path + (key,), self.origins)
-
-    def finish(self) -> None:
-        extra = sorted(set(self.data) - self.used)
-        if extra:
-            raise self._err(extra[0], f"no such key here (known keys: {', '.join(sorted(self.used))})")
-
-
-# Preset and config files are a few kilobytes; a bound keeps a wrong path (/dev/zero, a dataset) from
-# being read into memory, and nesting beyond any real file's from exhausting the parser's recursion.
-MAX_FILE_BYTES = 4 * 2**20
-
-
-def _read_bounded(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_FILE_BYTES; OSError (or ValueError: too large) else."""
-    if not path.is_file():
-        raise ValueError("a regular file" if path.exists() else "an existing file")
-    with open(path, "rb") as f:
-        data = f.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"a file of at most {MAX_FILE_BYTES // 2**20} MiB")
-    return data
-
-
-_PARSED: "collections.OrderedDict[bytes, bytes]" = collections.OrderedDict()  # file bytes -> pickled parse
-_PARSED_LOCK = threading.Lock()  # the app reads presets from worker threads too
-
-
-def _parse_toml(data: bytes) -> dict:
-    """tomllib's parse of these bytes, a fresh copy each call: the presets are read again for every command
-    the app or the CLI runs, and parsing them (~13 ms) is most of it. A file whose bytes changed is parsed
-    again; a copy from the pickle costs a tenth of a parse."""
-    with _PARSED_LOCK:
-        saved = _PARSED.get(data)
-        if saved is not None:
-            _PARSED.move_to_end(data)
-    if saved is not None:
-        return pickle.loads(saved)
-    parsed = tomllib.loads(data.decode("utf-8"))
-    try:
-        saved = pickle.dumps(parsed)
-    except RecursionError:  # nested deeper than pickle goes: parsed again each time, as before
-        return parsed
-    with _PARSED_LOCK:
-        _PARSED[data] = saved
-        while len(_PARSED) > 32:
-            _PARSED.popitem(last=False)
-    return parsed
-
-
-def _load_toml(path: Path) -> dict:
-    try:
-        return _parse_toml(_read_bounded(path))
-    except UnicodeDecodeError as e:
-        raise PresetError(str(path), None, f"UTF-8 text (byte {e.start} is not UTF-8)") from None
-    except tomllib.TOMLDecodeError as e:
-        raise PresetError(str(path), None, f"valid TOML ({e})") from None
-    except RecursionError:
-        raise PresetError(str(path), None, "TOML nested no deeper than a preset needs") from None
-    except ValueError as e:
-        raise PresetError(str(path), None, str(e) if str(path) else "a TOML file") from None
-    except OSError as e:
-        raise PresetError(str(path), None, f"a readable file ({e.strerror})") from None
-
-
 def preset_files(extra: Iterable[str | Path] = (), include_user: bool = True) -> list[Path]:
     """Shipped files, then the user's config directory, then each extra file or directory, in order."""
     files = sorted(presets_dir().glob("*.toml"))
@@ -502,28 +344,28 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
     """Load and validate every preset file; raises PresetError on the first problem."""
     files = preset_files(extra, include_user)
     merged: dict[str, Any] = {}
-    origins = _Origins()
+    origins = Origins()
     for path in files:
-        data = _load_toml(path)
+        data = load_toml(path)
         for key in data:
             if key not in TOP_LEVEL:
                 raise PresetError(str(path), key, f"one of the tables {', '.join(TOP_LEVEL)}")
-        for key in ("models", "gpus", "machines", "systems", "electricity"):
+        for key in ("models", "gpus", "machines", "systems", "electricity", "networks"):
             if key in data:
                 if not isinstance(data[key], Mapping):
                     raise PresetError(str(path), key, "a table of entries")
                 merged.setdefault(key, {})
-                _merge(merged[key], data[key], (key,), origins, str(path))
+                merge(merged[key], data[key], (key,), origins, str(path))
         if "cloud" in data:
             if not isinstance(data["cloud"], list):
                 raise PresetError(str(path), "cloud", "an array of tables ([[cloud]])")
             start = len(merged.setdefault("cloud", []))
             for i, entry in enumerate(data["cloud"]):
-                merged["cloud"].append(_copy(entry))
-                _mark(entry, ("cloud", str(start + i)), origins, str(path))
+                merged["cloud"].append(copy_value(entry))
+                mark(entry, ("cloud", str(start + i)), origins, str(path))
 
     # `[models.llama-3.2-1b]` is read by TOML as models -> "llama-3" -> "2-1b": a table of tables only.
-    for kind in ("models", "gpus", "systems"):
+    for kind in ("models", "gpus", "systems", "networks"):
         for entry_id, entry in merged.get(kind, {}).items():
             if isinstance(entry, dict) and entry and all(isinstance(v, dict) for v in entry.values()):
                 inner = next(iter(entry))
@@ -536,25 +378,26 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
         if isinstance(entry, dict) and "hf_config" in entry:
             _inline_hf_config(model_id, entry, origins)
 
-    for kind in ("models", "gpus", "systems"):
+    for kind in ("models", "gpus", "systems", "networks"):
         for entry_id in merged.get(kind, {}):
             if not is_id(entry_id):
                 raise PresetError(origins.file_for((kind, entry_id)) or "presets", f"{kind}.{entry_id}"[:120],
                                   "an id of letters, digits and . _ + - (at most 64, starting with a letter or "
                                   f"digit; quote one with a dot: [{kind}.\"llama-3.2-1b\"])")
-    gpus = {gid: _gpu(gid, _Table(e, ("gpus", gid), origins)) for gid, e in merged.get("gpus", {}).items()}
-    models = {mid: _model(mid, _Table(e, ("models", mid), origins)) for mid, e in merged.get("models", {}).items()}
+    gpus = {gid: _gpu(gid, Table(e, ("gpus", gid), origins)) for gid, e in merged.get("gpus", {}).items()}
+    models = {mid: _model(mid, Table(e, ("models", mid), origins)) for mid, e in merged.get("models", {}).items()}
     machines: dict[int, Machine] = {}
     for key, e in merged.get("machines", {}).items():
-        m = _machine(key, _Table(e, ("machines", key), origins))
+        m = _machine(key, Table(e, ("machines", key), origins))
         machines[m.num_gpus] = m
     cloud = tuple(
-        _cloud(_Table(e, ("cloud", str(i)), origins), gpus) for i, e in enumerate(merged.get("cloud", []))
+        _cloud(Table(e, ("cloud", str(i)), origins), gpus) for i, e in enumerate(merged.get("cloud", []))
     )
-    systems = {sid: _system(sid, _Table(e, ("systems", sid), origins), gpus)
+    systems = {sid: _system(sid, Table(e, ("systems", sid), origins), gpus)
                for sid, e in merged.get("systems", {}).items()}
-    electricity = _electricity(_Table(merged["electricity"], ("electricity",), origins)) \
+    electricity = _electricity(Table(merged["electricity"], ("electricity",), origins)) \
         if "electricity" in merged else None
+    networks = {nid: _network(nid, Table(e, ("networks", nid), origins)) for nid, e in merged.get("networks", {}).items()}
     return Presets(
         models=MappingProxyType(models),
         gpus=MappingProxyType(gpus),
@@ -563,6 +406,7 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
         files=tuple(str(f) for f in files),
         systems=MappingProxyType(systems),
         electricity=electricity,
+        networks=MappingProxyType(networks),
     )
 
 
@@ -570,7 +414,7 @@ def read_config(path: Path, where: str, key: str) -> dict:
     """A Hugging Face config.json as a dict: bounded in size and nesting, UTF-8, a JSON object; else a
     PresetError naming `where` (the file that names it) and `key`."""
     try:
-        values = json.loads(_read_bounded(path).decode("utf-8"))
+        values = json.loads(read_bounded(path).decode("utf-8"))
     except RecursionError:
         raise PresetError(where, key, f"a config.json at {path} nested no deeper than a config needs") from None
     except UnicodeDecodeError as e:
@@ -586,15 +430,15 @@ def read_config(path: Path, where: str, key: str) -> dict:
 def model_from_entry(model_id: str, entry: Mapping, file: str) -> Model:
     """One model preset from a table built in code (a model from its config.json alone, engine/data/runs.py),
     validated exactly as one read from a presets file, with `file` named in any error."""
-    origins = _Origins()
-    data = _copy(entry)
-    _mark(data, ("models", model_id), origins, file)
+    origins = Origins()
+    data = copy_value(entry)
+    mark(data, ("models", model_id), origins, file)
     if "hf_config" in data:
         _inline_hf_config(model_id, data, origins)
-    return _model(model_id, _Table(data, ("models", model_id), origins))
+    return _model(model_id, Table(data, ("models", model_id), origins))
 
 
-def _inline_hf_config(model_id: str, entry: dict, origins: _Origins) -> None:
+def _inline_hf_config(model_id: str, entry: dict, origins: Origins) -> None:
     """`hf_config = "path/to/config.json"`: its values become the model's config; inline keys win."""
     key = ("models", model_id, "hf_config")
     file = origins.file_for(key)
@@ -609,16 +453,16 @@ def _inline_hf_config(model_id: str, entry: dict, origins: _Origins) -> None:
     config = {k: v for k, v in values.items() if v is not None and not k.startswith("_")}
     config.update(inline)
     entry["config"] = config
-    _mark(config, ("models", model_id, "config"), origins, file)
+    mark(config, ("models", model_id, "config"), origins, file)
 
 
-def _price(t: _Table) -> Price:
+def _price(t: Table) -> Price:
     p = Price(usd=t.number("usd"), date=t.date("date"), source=t.str("source"))
     t.finish()
     return p
 
 
-def _gpu(gid: str, t: _Table) -> Gpu:
+def _gpu(gid: str, t: Table) -> Gpu:
     arch = t.str("architecture", choices=ARCHITECTURES)
     cc = t.str("compute_capability")
     try:
@@ -672,7 +516,7 @@ def _gpu(gid: str, t: _Table) -> Gpu:
     return g
 
 
-def _training(t: _Table) -> Training:
+def _training(t: Table) -> Training:
     betas = t.raw("betas", "two numbers like [0.9, 0.95]")
     if (
         not isinstance(betas, list)
@@ -702,7 +546,7 @@ def _training(t: _Table) -> Training:
     return tr
 
 
-def _model(mid: str, t: _Table) -> Model:
+def _model(mid: str, t: Table) -> Model:
     objective = t.str("objective", choices=OBJECTIVES)
     config_t = t.table("config")
     config = dict(config_t.data)
@@ -755,7 +599,7 @@ def _model(mid: str, t: _Table) -> Model:
     return m
 
 
-def _machine(key: str, t: _Table) -> Machine:
+def _machine(key: str, t: Table) -> Machine:
     m = Machine(
         num_gpus=t.int("num_gpus"),
         kind=t.str("kind"),
@@ -770,7 +614,7 @@ def _machine(key: str, t: _Table) -> Machine:
     return m
 
 
-def _cloud(t: _Table, gpus: Mapping[str, Gpu]) -> CloudPrice:
+def _cloud(t: Table, gpus: Mapping[str, Gpu]) -> CloudPrice:
     c = CloudPrice(
         gpu=t.str("gpu", choices=tuple(gpus)),
         provider=t.str("provider"),
@@ -782,7 +626,7 @@ def _cloud(t: _Table, gpus: Mapping[str, Gpu]) -> CloudPrice:
     return c
 
 
-def _str_list(t: _Table, key: str, choices: Iterable[str] | None = None, default: Any = ...) -> tuple[str, ...]:
+def _str_list(t: Table, key: str, choices: Iterable[str] | None = None, default: Any = ...) -> tuple[str, ...]:
     choices = tuple(choices) if choices else None
     expected = (f"a list of some of {', '.join(repr(c) for c in choices)}" if choices else "a list of strings")
     value = t.raw(key, expected, default)
@@ -794,7 +638,7 @@ def _str_list(t: _Table, key: str, choices: Iterable[str] | None = None, default
     return tuple(value)
 
 
-def _system(sid: str, t: _Table, gpus: Mapping[str, Gpu]) -> System:
+def _system(sid: str, t: Table, gpus: Mapping[str, Gpu]) -> System:
     if sid in gpus:  # `--price ID=USD` and the Prices field name either: one id, one thing
         raise PresetError(t.origins.file_for(t.path), ".".join(t.path),
                           f"a system id that is not also a GPU id (gpus.{sid} exists: rename [systems.{sid}])")
@@ -846,8 +690,18 @@ def _system(sid: str, t: _Table, gpus: Mapping[str, Gpu]) -> System:
     return s
 
 
-def _electricity(t: _Table) -> Electricity:
+def _electricity(t: Table) -> Electricity:
     e = Electricity(usd_per_kwh=t.number("usd_per_kwh", allow_zero=True), date=t.date("date"),
                     source=t.str("source"))
     t.finish()
     return e
+
+
+def _network(nid: str, t: Table) -> Network:
+    n = Network(id=nid, name=t.str("name"), gbps=t.number("gbps"), ports=t.int("ports", 1),
+                transport=t.str("transport", choices=TRANSPORTS), efficiency=t.number("efficiency"),
+                efficiency_source=t.str("efficiency_source"), source=t.str("source"), note=t.str("note", ""))
+    if n.efficiency > 1:
+        raise t._err("efficiency", "a share of the line rate in (0, 1]", n.efficiency)
+    t.finish()
+    return n

@@ -37,6 +37,7 @@ from engine.plan import uncertainty
 SOURCE_GROUPS = {"measured": ("measured",), "paper": ("paper-table1", "paper-table4"), "predicted": ("predicted",)}
 PRIORITY = ("measured", "predicted", "paper")  # which figure a cell is ranked on when it has several
 OVERRIDE_SOURCE = "your price (override)"
+MAX_NODES = 64  # machines in one run the planner plans (its network term is a ring across them)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class RankRequest:
     sources: tuple[str, ...] = ("measured", "predicted", "paper")
     today: dt.date | None = None  # for staleness; None: today
     steps: int | None = None  # the run's length; None: the model preset's (engine/data/runs.py)
+    nodes: int = 1  # machines of up to max_gpus GPUs each, one run over all of them
+    network: str | None = None  # the network preset between them (nodes > 1)
 
     @property
     def paper_view(self) -> bool:
@@ -78,6 +81,15 @@ class RankRequest:
             raise PlannerError(f"a run is 1 to 10^9 steps, not {self.steps}")
         if self.max_gpus < 1:
             raise PlannerError(f"max GPUs per machine must be at least 1, not {self.max_gpus}")
+        if not (isinstance(self.nodes, int) and 1 <= self.nodes <= MAX_NODES):
+            raise PlannerError(f"machines in one run are 1 to {MAX_NODES}, not {self.nodes}")
+        if self.nodes > 1 and self.paper_view:
+            raise PlannerError("the paper's view has single machines only: leave out --nodes or --source paper")
+        if self.nodes > 1 and self.network is None:
+            raise PlannerError(f"{self.nodes} machines need a network between them: --network, one of "
+                               f"{', '.join(presets.networks) or '(no network presets)'}")
+        if self.network is not None:
+            presets.network(self.network)
         for item, usd in self.price_overrides.items():
             if item not in presets.systems:
                 presets.gpu(item)  # names the GPUs known when it is neither
@@ -107,8 +119,11 @@ WITH scaled AS (  -- the model's rows on this run: a step's time holds for any l
     SELECT * REPLACE (days * coalesce($steps / steps, 1.0) AS days, days_low * coalesce($steps / steps, 1.0) AS days_low,
                       days_high * coalesce($steps / steps, 1.0) AS days_high)
     FROM trials WHERE model = $model AND (training_run IS NULL OR training_run = $run)
-      -- rows measured as another machine (no peer access, nodes over sockets) are not this machine's cell
-      AND coalesce(interconnect, '') NOT IN ('host-staged', 'sockets', 'network')
+      -- rows measured as another machine (no peer access, nodes over sockets) are not this machine's cell;
+      -- several machines are ranked on rows of that many over the network asked for
+      AND num_nodes = $nodes
+      AND CASE WHEN $nodes = 1 THEN coalesce(interconnect, '') NOT IN ('host-staged', 'sockets', 'network')
+               ELSE interconnect = $network END
 ),
 cells AS (
     SELECT t.*, s.grp, s.priority,
@@ -222,14 +237,19 @@ def options(req: RankRequest, presets: Presets) -> dict[tuple[str, int], dict[st
                           else _price(s.price.usd, s.price.date, s.price.source, today))
                     o.update(system=s.id, system_name=s.name, system_short=s.short, system_kind=s.kind,
                              system_price=sp, base_power_w=s.base_power_w, pue=s.pue)
+            k = req.nodes  # machines: k of this one, the run over all their GPUs
+            if k > 1:
+                o.update(num_gpus=k * n, base_power_w=o["base_power_w"] * k, nodes=k, per_node=n)
+                if o["system"] is not None:
+                    o["system_name"] = f"{k} x {o['system_name']} over {presets.network(req.network).name}"
             if o["system"] is not None:
-                o["hardware_cost_usd"] = o["system_price"]["usd"] + n * gp["usd"]
+                o["hardware_cost_usd"] = k * (o["system_price"]["usd"] + n * gp["usd"])
                 dates = [p["date"] for p in (gp, o["system_price"]) if p["date"] is not None]
                 o["price_date"] = min(dates) if dates else None
                 o["price_stale"] = gp["stale"] or o["system_price"]["stale"]
             else:
                 o["hardware_cost_usd"], o["price_date"], o["price_stale"] = None, gp["date"], gp["stale"]
-            out[(g.id, n)] = o
+            out[(g.id, o["num_gpus"])] = o
     return out
 
 
@@ -264,9 +284,10 @@ def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any
     _input_tables(store, req, opts)
     kwh, kwh_date, kwh_source = energy_price(req, presets)
     model = presets.model(req.model)
-    params = {"model": req.model, "steps": req.steps or model.training.steps, "run": run_key(model), "kwh": kwh, "utilisation": req.utilisation, "lifespan_years": req.lifespan_years,
+    params = {"model": req.model, "steps": req.steps or model.training.steps, "run": run_key(model), "kwh": kwh,
+              "utilisation": req.utilisation, "lifespan_years": req.lifespan_years,
               "budget": req.budget_usd, "deadline": req.deadline_days, "paper_view": req.paper_view,
-              "with_paper": "paper" in req.sources}
+              "with_paper": "paper" in req.sources, "nodes": req.nodes, "network": req.network}
     rows = store.query_named(RANK_SQL, params)
     measured = uncertainty.measured_generations(measured_gpus(store), presets)
     for r in rows:
@@ -322,17 +343,19 @@ def _config(r: dict[str, Any]) -> str | None:
     return ", ".join(parts)
 
 
-def store_for(store: Store, presets: Presets, model_id: str) -> Store:
+def store_for(store: Store, presets: Presets, model_id: str, nodes: int = 1, network: str | None = None) -> Store:
     """The store to rank `model_id` on. When the store holds no row of the model on its run (a model from its
     config.json, a run with another step: batch, sequence, precision or optimizer), an in-memory copy of the
     store's measured and paper rows with the model's predictions added (engine/predict/, every GPU preset x
     1, 2, 4, 8 GPUs); else the store itself (a model it knows is ranked on its rows: `predict --write` adds
-    predictions to a database of your own). The caller closes what it gets if it is not the store it gave."""
+    predictions to a database of your own). Several machines (nodes > 1) over a network: always such a
+    copy, predicted for 1 to 8 GPUs a machine over that network (nothing is measured there). The caller
+    closes what it gets if it is not the store it gave."""
     model = presets.model(model_id)
     run = run_key(model)
     have = store.query("SELECT count(*) AS n FROM trials WHERE model = ? AND "
                        "(training_run IS NULL OR training_run = ?)", [model_id, run])[0]["n"]
-    if have:
+    if have and nodes == 1:
         return store
     from engine.predict import build_predictor, predict_missing, write_predictions
 
@@ -341,6 +364,11 @@ def store_for(store: Store, presets: Presets, model_id: str) -> Store:
     keep = rows_on_run(rows, model)
     memory.add_trials([Trial(**{k: r.get(k) for k in TRIAL_COLUMNS}) for r in keep])
     predictor = build_predictor(keep, presets, for_model=model_id)
-    preds = predict_missing(predictor, presets, models=[model_id], best_only=True)
-    write_predictions(memory, preds, presets, command=f"rank (predicted for {model_id} as asked)")
+    if nodes > 1:
+        preds = predict_missing(predictor, presets, models=[model_id], best_only=True, counts=range(1, 9),
+                                nodes=nodes, network=presets.network(network))
+    else:
+        preds = predict_missing(predictor, presets, models=[model_id], best_only=True)
+    write_predictions(memory, preds, presets, command=f"rank (predicted for {model_id} as asked"
+                                                      + (f", {nodes} machines over {network})" if nodes > 1 else ")"))
     return memory

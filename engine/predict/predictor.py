@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from engine.data import formulas, space
-from engine.data.presets import Gpu, Model, Presets
+from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
 from engine.predict import calibration, memory
+from engine.predict.comm import comm_exposure, comm_kind
 from engine.data.generations import BASE, GENERATIONS, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
@@ -50,6 +51,8 @@ class Prediction:
     basis: str = ""
     terms: dict[str, Any] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)  # the explanation, one term per line
+    nodes: int = 1  # machines the num_gpus are split over (num_gpus // nodes each)
+    network: str | None = None  # the network preset between them (nodes > 1)
 
     @property
     def label(self) -> str:
@@ -131,6 +134,8 @@ class Predictor:
         self.host_note = {k: (f"{self.host_exposed[k]:.0%} of the copy time exposed, median of {len(v)} measured "
                               f"{k} offload passes" if v else f"copies exposed in full (no measured {k} offload pass)")
                           for k, v in rates.items()}
+        # How much of the GPU-to-GPU traffic a step exposes, per kind (engine/predict/comm.py).
+        self.comm_exposed, self.comm_note = comm_exposure(rows, presets)
         self.host_latency_s: dict[str, float] = {}
         for k, v in lat.items():
             pool = v or [x for vv in lat.values() for x in vv]
@@ -223,14 +228,22 @@ class Predictor:
     # -- one prediction --
 
     def predict(self, model_id: str, gpu_id: str, num_gpus: int, methods: Methods,
-                dense_causal_mask: bool = False) -> Prediction:
-        """dense_causal_mask: predict the engine before its causal-attention fix (validation of rows it
-        measured); predictions otherwise are for today's engine."""
+                dense_causal_mask: bool = False, nodes: int = 1, network: Network | None = None) -> Prediction:
+        """num_gpus in all, over `nodes` machines of num_gpus // nodes each, joined by `network` (needed when
+        nodes > 1: a collective across machines goes at the slower of the GPUs' own links and what a node's
+        network ports carry). dense_causal_mask: predict the engine before its causal-attention fix
+        (validation of rows it measured); predictions otherwise are for today's engine."""
         presets = self.presets
         model, gpu = presets.model(model_id), presets.gpu(gpu_id)
-        p = Prediction(model.id, gpu.id, num_gpus, methods, feasible=False)
+        p = Prediction(model.id, gpu.id, num_gpus, methods, feasible=False, nodes=nodes,
+                       network=network.id if network else None)
         if num_gpus < 1 or model.training.batch_size % num_gpus:
             raise PredictError(f"{num_gpus} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
+        if nodes < 1 or num_gpus % nodes:
+            raise PredictError(f"{num_gpus} GPUs do not split evenly over {nodes} machines")
+        if nodes > 1 and network is None:
+            raise PredictError(f"{nodes} machines need a network between them: name one of the network presets "
+                               "(tui-planner presets networks)")
         if not space.is_valid(methods, num_gpus):
             raise PredictError(f"{methods.label} is not in the search space on {num_gpus} GPU(s)")
         if model.training.precision == "bf16" and not gpu.bf16:
@@ -290,15 +303,18 @@ class Predictor:
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
         kind = offload_kind(methods)
-        link, host = link_bytes_per_s(gpu, num_gpus), host_bytes_per_s(gpu)
+        link, host = link_bytes_per_s(gpu, num_gpus // nodes), host_bytes_per_s(gpu)
+        if nodes > 1:  # across machines: the slower of the GPUs' links and the node's network ports
+            link = min(link, network.node_bytes_per_s)
         exposed = self.host_exposed.get(host_kind(methods), 1.0) if hb_pass else 0.0
         latency = self.host_latency_s.get(host_kind(methods), 0.0) * host_transfers(model, methods)
-        comm_pass, host_pass = cb_pass / link, exposed * hb_pass / host + latency
+        shown = self.comm_exposed[comm_kind(methods)]  # the share of the traffic's time a step exposes
+        comm_pass, host_pass = shown * cb_pass / link, exposed * hb_pass / host + latency
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
         gpu_update = self.x_u * opt_bytes / bw
         cpu_update = self.offload_update_s[kind] * s.params / num_gpus if methods.offloading else 0.0
-        update_s = gpu_update + cpu_update + cb_update / link
+        update_s = gpu_update + cpu_update + shown * cb_update / link
         step_s = formulas.step_time_s(pass_s, accum, update_s)
         flops_step = model.flops_per_step
         mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
@@ -322,6 +338,13 @@ class Predictor:
             p.days_low = max(days * band.low_factor, formulas.training_days(
                 flops_step / (num_gpus * gpu.peak_16bit_flops * line), model.training.steps))
             p.days_high = days * band.high_factor
+        over_network = nodes > 1 and link == network.node_bytes_per_s
+        if over_network and p.days_low is not None:
+            # The network's share of the line rate is a published figure, not one this engine measured on that
+            # network: as fast as the line rate at best, half the stated share at worst.
+            comm_days = formulas.training_days(comm_pass * accum + shown * cb_update / link, model.training.steps)
+            p.days_low = max(p.days_low - comm_days * (1 - network.efficiency), 0.0)
+            p.days_high += comm_days
         basis_rows = same or f.rows
         kind = ("measured" if all(b.source == "measured" for b in f.rows) else
                 "paper (optimistic: unsynchronized timer)" if all(b.source != "measured" for b in f.rows) else
@@ -343,6 +366,8 @@ class Predictor:
             "generation": gen.id if gen else None, "generation_factors": {"compute": kc, "attention": ka,
                                                                           "memory": km, "from": factors_from},
             "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
+            "nodes": nodes, "network": network.id if network else None, "over_network": over_network,
+            "comm_exposed": shown,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         return p
@@ -375,15 +400,28 @@ class Predictor:
         ]
         if same:
             lines.append(f"x {residual:.2f}: this model's own rows vs the fit ({', '.join(b.label() for b in same)})")
-        if t["comm_pass_bytes"] or t["comm_update_bytes"]:
+        net = self.presets.networks.get(p.network) if p.network else None
+        if net is not None:
+            per_node = p.num_gpus // p.nodes
+            own = link_bytes_per_s(gpu, per_node)
+            lines.append(f"network: {p.nodes} machines x {per_node} GPUs over {net.name}: {net.ports} x "
+                         f"{net.gbps:g} Gb/s x {net.efficiency:.0%} = {net.node_bytes_per_s / 1e9:.1f} GB/s a machine "
+                         f"each way ({net.efficiency_source})")
+            lines.append(f"across machines collectives go at the slower of that and the GPUs' own "
+                         f"{link_name(gpu, per_node)} ({own / 1e9:.0f} GB/s): {t['link_bytes_s'] / 1e9:.1f} GB/s"
+                         + ("; the network's share of the band: line rate at best, half its stated share at worst"
+                            if t.get("over_network") else ""))
+        elif t["comm_pass_bytes"] or t["comm_update_bytes"]:
             lines.append(f"interconnect: {link_name(gpu, p.num_gpus)}, {t['link_bytes_s'] / 1e9:.0f} GB/s per "
                          f"direction as predicted ({LINK_EFFICIENCY:.0%} of the link's rate)")
-        if t["comm_pass_bytes"]:
-            lines.append(f"communication: {t['comm_pass_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
-                         f"= {t['comm_pass_bytes'] / t['link_bytes_s']:.3f} s per pass (no overlap credit)")
-        if t["comm_update_bytes"]:
-            lines.append(f"communication: {t['comm_update_bytes'] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.0f} GB/s "
-                         f"= {t['comm_update_bytes'] / t['link_bytes_s']:.3f} s per step, in the update")
+        shown = t.get("comm_exposed", 1.0)
+        part = f"{shown:.2f} x " if shown != 1.0 else ""
+        if t["comm_pass_bytes"] or t["comm_update_bytes"]:
+            for what, per in (("comm_pass_bytes", "per pass"), ("comm_update_bytes", "per step, in the update")):
+                if t[what]:
+                    lines.append(f"communication: {part}{t[what] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.1f} GB/s = "
+                                 f"{shown * t[what] / t['link_bytes_s']:.3f} s {per}")
+            lines.append(f"communication exposed: {self.comm_note[comm_kind(p.methods)]}")
         if t["host_pass_bytes"]:
             per_transfer = (f" + {t['host_transfers']} layer transfers x "
                             f"{t['host_latency_s'] / t['host_transfers'] * 1e3:.1f} ms" if t["host_transfers"] else "")
@@ -409,9 +447,12 @@ class Predictor:
 
     # -- a whole cell --
 
-    def predict_cell(self, model_id: str, gpu_id: str, num_gpus: int, method_set: str = "all") -> list[Prediction]:
-        """Every combination of the search space on this cell, fastest feasible first."""
-        out = [self.predict(model_id, gpu_id, num_gpus, m) for m in space.search_space(method_set, num_gpus)]
+    def predict_cell(self, model_id: str, gpu_id: str, num_gpus: int, method_set: str = "all", nodes: int = 1,
+                     network: Network | None = None) -> list[Prediction]:
+        """Every combination of the search space on this cell (num_gpus in all, over `nodes` machines joined by
+        `network`), fastest feasible first."""
+        out = [self.predict(model_id, gpu_id, num_gpus, m, nodes=nodes, network=network)
+               for m in space.search_space(method_set, num_gpus)]
         return sorted(out, key=lambda p: (not p.feasible, p.days if p.days is not None else math.inf))
 
 

@@ -10,7 +10,7 @@ import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 from engine.data import formulas, space
-from engine.data.presets import Gpu, Model, Presets
+from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.runs import run_columns
 from engine.predict.memory import MemoryModelError, shape
 from engine.predict.predictor import Prediction, Predictor
@@ -23,10 +23,13 @@ from engine.data.generations import mfu_line
 PREDICTED_NS = uuid.UUID("2b7c0d4e-8a51-4f6e-b1f3-5d0c9e7a3c11")
 
 
-def predicted_key(model: str, gpu: str, num_gpus: int, label: str, interconnect: str | None = None) -> str:
-    """The key of a stored prediction (never a measured trial's: those end in their device); one for GPUs
-    without peer access on a machine that has it (`host-staged`) ends in that."""
-    return f"{model}|{gpu}|{num_gpus}|1|{label}|predicted" + (f"|{interconnect}" if interconnect else "")
+def predicted_key(model: str, gpu: str, num_gpus: int, label: str, interconnect: str | None = None,
+                  nodes: int = 1) -> str:
+    """The key of a stored prediction (never a measured trial's: those end in their device): num_gpus in all,
+    keyed as a trial is, GPUs a node then nodes. One for GPUs without peer access on a machine that has it
+    (`host-staged`), or for nodes joined by a network, ends in that."""
+    return (f"{model}|{gpu}|{num_gpus // nodes}|{nodes}|{label}|predicted"
+            + (f"|{interconnect}" if interconnect else ""))
 
 
 def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None,
@@ -34,9 +37,11 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
     """A prediction as a store row: source 'predicted', its basis, its band and how it was derived."""
     from engine.data.store import Trial
 
-    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label, interconnect)
+    interconnect = interconnect or p.network
+    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label, interconnect, p.nodes)
     t = Trial(
-        model=p.model, gpu=p.gpu, num_gpus=p.num_gpus, feasible=p.feasible, source="predicted", run_id=run_id,
+        model=p.model, gpu=p.gpu, num_gpus=p.num_gpus // p.nodes, num_nodes=p.nodes, interconnect=interconnect,
+        feasible=p.feasible, source="predicted", run_id=run_id,
         trial_id=uuid.uuid5(PREDICTED_NS, f"{run_id}|{key}").hex, key=key,
         free_lunch=p.methods.free_lunch, activation_checkpointing=p.methods.activation_checkpointing,
         sharding=p.methods.sharding, offloading=p.methods.offloading,
@@ -91,11 +96,13 @@ def write_predictions(store, preds: Sequence[Prediction], presets: Presets, comm
 
 
 def predict_missing(predictor: Predictor, presets: Presets, models: Iterable[str] | None = None,
-                    counts: Sequence[int] = (1, 2, 4, 8), best_only: bool = False) -> list[Prediction]:
+                    counts: Sequence[int] = (1, 2, 4, 8), best_only: bool = False, nodes: int = 1,
+                    network: "Network | None" = None) -> list[Prediction]:
     """Every combination on every GPU preset x count that holds no measured row, for each model with a
     basis; models without one are left out (no prediction without a basis). best_only keeps one row per
-    cell: the fastest feasible combination, or, when none fits, the one closest to fitting (it says why)."""
-    measured = measured_cells(predictor.stored)
+    cell: the fastest feasible combination, or, when none fits, the one closest to fitting (it says why).
+    nodes > 1: `counts` GPUs a machine, over `nodes` machines joined by `network` (nothing measured there)."""
+    measured = measured_cells(predictor.stored) if nodes == 1 else set()
     out: list[Prediction] = []
     for model_id in models or presets.models:
         model = presets.model(model_id)
@@ -108,10 +115,11 @@ def predict_missing(predictor: Predictor, presets: Presets, models: Iterable[str
                    for b in predictor.basis):
             continue
         for gpu in presets.gpus:
-            for n in counts:
+            for per_node in counts:
+                n = per_node * nodes
                 if model.training.batch_size % n or (model.id, gpu, n) in measured:
                     continue
-                cell = predictor.predict_cell(model.id, gpu, n)
+                cell = predictor.predict_cell(model.id, gpu, n, nodes=nodes, network=network)
                 if best_only:
                     fits = [p for p in cell if p.feasible]
                     cell = fits[:1] or sorted(cell, key=lambda p: p.memory_need_gb or math.inf)[:1]
