@@ -1,19 +1,24 @@
-"""How much of the GPU-to-GPU communication a step exposes, calibrated on rows measured across emulated
-nodes: the same setting measured over the machine's own links and over TCP sockets between nodes (the
-`loopback` network preset, whose rate scripts/nccl_probe.py measured on that machine). Over NVLink the
-communication is too small to see in a pass; over sockets it is most of the difference, so
+"""How much of the GPU-to-GPU communication a step hides behind the GPU's own work, calibrated on settings
+measured twice on one machine: over its own links (NVLink: the communication is too small to see) and over a
+slower path, host-staged (NCCL_P2P_DISABLE=1) or TCP sockets between emulated nodes (the `loopback` network
+preset), whose rates scripts/nccl_probe.py measured there.
 
-    exposed = (time over sockets - time over the own links) / (comm bytes / socket rate - comm bytes / own rate)
+The model: communication that takes T seconds at the link's rate runs beside G seconds of the GPU's work it
+can overlap, and the step waits for what is left,
 
-per kind of traffic: DDP's all-reduce (in the update: the engine times the step's last backward and its
-all-reduce apart), FSDP's gathers and reduce-scatters, ZeRO's (both in each pass). Clipped to [0, 1]
-(prefetch can hide communication behind the GPU's work, never make it cost less than nothing); the median
-per kind; 1 (added in full, as before any such pair was measured) where no pair says otherwise.
+    exposed(T) = max(0, T - h x G)
+
+G is the pass's GPU time for FSDP and ZeRO (their gathers run ahead of the forward, their reduce-scatters
+beside the backward) and the last micro-batch's backward (2/3 of its pass) for DDP's all-reduce, which
+starts as its buckets fill. h, the share of G the communication really hides behind, is per kind (DDP,
+FSDP, ZeRO), the median over the pairs of (T over the slow path - what the pair's time grew by) / G, clipped
+to [0, 1]; 0 (added in full, as before any pair was measured) where no pair says otherwise.
 No torch here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from typing import Any, Iterable, Mapping
 
@@ -25,6 +30,7 @@ from engine.predict.terms import comm_bytes, link_bytes_per_s
 
 LOOPBACK = "loopback"  # the network preset of nodes emulated on one machine (TCP sockets over lo)
 KINDS = ("ddp", "fsdp", "zero")
+BACKWARD_SHARE = 2 / 3  # of a pass: what DDP's all-reduce can run beside (its buckets fill during the backward)
 
 
 def comm_kind(methods) -> str:
@@ -33,51 +39,64 @@ def comm_kind(methods) -> str:
     return "fsdp" if methods.fsdp else "zero"
 
 
-def comm_exposure(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[dict[str, float], dict[str, str]]:
-    """(exposed share per kind, a note per kind saying where it comes from)."""
+def overlappable(kind: str, gpu_pass_s: float) -> float:
+    """G: the GPU time a kind's communication can run beside, from a pass's GPU time."""
+    return gpu_pass_s * (BACKWARD_SHARE if kind == "ddp" else 1.0)
+
+
+def exposed(comm_s: float, hidden: float, kind: str, gpu_pass_s: float) -> float:
+    """What a step waits for of comm_s seconds of communication (max(0, T - h x G))."""
+    return max(0.0, comm_s - hidden * overlappable(kind, gpu_pass_s))
+
+
+def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[dict[str, float], dict[str, str]]:
+    """(h per kind, a note per kind saying where it comes from)."""
     rows = [r for r in rows if r.get("source") == "measured" and r.get("feasible") and r.get("pass_s")
             and r.get("micro_batch")]
+    own: dict[tuple, Mapping[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: str(r.get("created_at") or "")):
+        if int(r.get("num_nodes") or 1) == 1 and r.get("interconnect") not in (HOST_STAGED, "sockets", "network"):
+            own[_cell(r)] = r
     net = presets.networks.get(LOOPBACK)
     found: dict[str, list[tuple[float, str]]] = {k: [] for k in KINDS}
-    if net is not None:
-        own: dict[tuple, Mapping[str, Any]] = {}
-        for r in sorted(rows, key=lambda r: str(r.get("created_at") or "")):
-            if int(r.get("num_nodes") or 1) == 1 and r.get("interconnect") not in (HOST_STAGED, "sockets", "network"):
-                own[_cell(r)] = r
-        for r in rows:
-            if int(r.get("num_nodes") or 1) < 2 or r.get("interconnect") != "sockets":
-                continue
-            o = own.get(_cell(r))
-            if o is None or o["micro_batch"] != r["micro_batch"]:
-                continue
-            try:
-                model, gpu, methods = presets.model(r["model"]), presets.gpu(r["gpu"]), memory.methods_of(r)
-            except PlannerError:
-                continue
-            n = _gpus(r)
-            cb_pass, cb_update = comm_bytes(model, methods, n)
-            own_rate = link_bytes_per_s(gpu, n)
-            sock_rate = min(link_bytes_per_s(gpu, int(r["num_gpus"])), net.node_bytes_per_s)
-            kind = comm_kind(methods)
-            if kind == "ddp":
-                extra, comm = (r.get("update_s") or 0) - (o.get("update_s") or 0), cb_update
-            else:
-                extra, comm = r["pass_s"] - o["pass_s"], cb_pass
-            added = comm / sock_rate - comm / own_rate
-            if added > 0:
-                label = f"{r['model']}/{r['num_nodes']}x{r['num_gpus']}x{r['gpu']} {methods.label}"
-                found[kind].append((min(1.0, max(0.0, extra / added)), label))
-    exposed, notes = {}, {}
+    for r in rows:
+        nodes = int(r.get("num_nodes") or 1)
+        staged = nodes == 1 and r.get("interconnect") == HOST_STAGED
+        sockets = nodes > 1 and r.get("interconnect") == "sockets" and net is not None
+        o = own.get(_cell(r)) if staged or sockets else None
+        if o is None or o["micro_batch"] != r["micro_batch"]:
+            continue
+        try:
+            model, gpu, methods = presets.model(r["model"]), presets.gpu(r["gpu"]), memory.methods_of(r)
+        except PlannerError:
+            continue
+        n = _gpus(r)
+        cb_pass, cb_update = comm_bytes(model, methods, n)
+        if staged:
+            rate = link_bytes_per_s(dataclasses.replace(gpu, p2p=False), n)
+        else:
+            rate = min(link_bytes_per_s(gpu, int(r["num_gpus"])), net.node_bytes_per_s)
+        kind = comm_kind(methods)
+        if kind == "ddp":
+            grew, comm = (r.get("update_s") or 0) - (o.get("update_s") or 0), cb_update
+        else:
+            grew, comm = r["pass_s"] - o["pass_s"], cb_pass
+        g = overlappable(kind, o["pass_s"])
+        if comm > 0 and g > 0:
+            path = "host-staged" if staged else f"{nodes} nodes over sockets"
+            label = f"{r['model']} {methods.label} on {n} x {r['gpu']}, {path}"
+            found[kind].append((min(1.0, max(0.0, (comm / rate - grew) / g)), label))
+    hidden, notes = {}, {}
     for k in KINDS:
         pool = found[k]
         if pool:
-            exposed[k] = statistics.median(e for e, _ in pool)
-            notes[k] = (f"{exposed[k]:.0%} of it exposed: measured over sockets between emulated nodes against "
-                        f"the machine's own links ({', '.join(label for _, label in pool)})")
+            hidden[k] = statistics.median(h for h, _ in pool)
+            notes[k] = (f"hides behind {hidden[k]:.0%} of the GPU work it can overlap, median of "
+                        + "; ".join(f"{label}: {h:.0%}" for h, label in pool))
         else:
-            exposed[k] = 1.0
-            notes[k] = "added in full (no overlap credit: no measured pair says how much is hidden)"
-    return exposed, notes
+            hidden[k] = 0.0
+            notes[k] = "added in full (no measured pair says how much is hidden)"
+    return hidden, notes
 
 
 def _gpus(r: Mapping[str, Any]) -> int:
@@ -85,4 +104,9 @@ def _gpus(r: Mapping[str, Any]) -> int:
 
 
 def _cell(r: Mapping[str, Any]) -> tuple:
-    return (r["model"], r["gpu"], _gpus(r), str(r.get("key", "")).split("|")[4] if r.get("key") else None)
+    """A setting on a GPU type and count, whatever path its GPUs talked over."""
+    try:
+        label = memory.methods_of(r).label
+    except (PlannerError, KeyError, TypeError, ValueError):
+        label = None
+    return (r["model"], r["gpu"], _gpus(r), label, bool(r.get("compile")))

@@ -69,10 +69,10 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
     except PlannerError:
         return None
     if row.get("interconnect") in ("sockets", "network", HOST_STAGED):
-        # Another machine's links emulated on this one: between nodes there is no network term to take the
-        # traffic out with (yet); host-staged rows (NCCL_P2P_DISABLE=1 on an NVLink machine) moved their
-        # all-reduce faster than PCIe alone could (docs/measurements.md, 2026-11-27), so their traffic cannot be
-        # taken out at any one rate. Their twins over the machine's own links say what the GPU computes.
+        # Another machine's links emulated on this one. Their twins over the machine's own links say what the
+        # GPU computes; what they add over those twins calibrates the communication's exposed share
+        # (engine/predict/comm.py). (A host-staged row's update hid its all-reduce behind the last backward: its
+        # time cannot be taken apart at the 22-24 GB/s scripts/nccl_probe.py measured host-staged.)
         return None
     settings = ("free_lunch", "activation_checkpointing", "sharding", "offloading")
     if any(row.get(k) is None for k in settings):

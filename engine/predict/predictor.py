@@ -12,7 +12,7 @@ from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
 from engine.predict import calibration, memory
-from engine.predict.comm import comm_exposure, comm_kind
+from engine.predict.comm import comm_kind, comm_overlap, exposed as comm_exposed
 from engine.data.generations import BASE, GENERATIONS, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
@@ -134,8 +134,8 @@ class Predictor:
         self.host_note = {k: (f"{self.host_exposed[k]:.0%} of the copy time exposed, median of {len(v)} measured "
                               f"{k} offload passes" if v else f"copies exposed in full (no measured {k} offload pass)")
                           for k, v in rates.items()}
-        # How much of the GPU-to-GPU traffic a step exposes, per kind (engine/predict/comm.py).
-        self.comm_exposed, self.comm_note = comm_exposure(rows, presets)
+        # How much of the GPU-to-GPU traffic hides behind the GPU's work, per kind (engine/predict/comm.py).
+        self.comm_hidden, self.comm_note = comm_overlap(rows, presets)
         self.host_latency_s: dict[str, float] = {}
         for k, v in lat.items():
             pool = v or [x for vv in lat.values() for x in vv]
@@ -308,13 +308,16 @@ class Predictor:
             link = min(link, network.node_bytes_per_s)
         exposed = self.host_exposed.get(host_kind(methods), 1.0) if hb_pass else 0.0
         latency = self.host_latency_s.get(host_kind(methods), 0.0) * host_transfers(model, methods)
-        shown = self.comm_exposed[comm_kind(methods)]  # the share of the traffic's time a step exposes
-        comm_pass, host_pass = shown * cb_pass / link, exposed * hb_pass / host + latency
+        ck = comm_kind(methods)
+        hidden, gpu_pass = self.comm_hidden[ck], compute_part + memory_part
+        comm_pass = comm_exposed(cb_pass / link, hidden, ck, gpu_pass)  # what the pass waits for of it
+        comm_step = comm_exposed(cb_update / link, hidden, ck, gpu_pass)  # DDP's all-reduce after the last pass
+        host_pass = exposed * hb_pass / host + latency
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
         gpu_update = self.x_u * opt_bytes / bw
         cpu_update = self.offload_update_s[kind] * s.params / num_gpus if methods.offloading else 0.0
-        update_s = gpu_update + cpu_update + shown * cb_update / link
+        update_s = gpu_update + cpu_update + comm_step
         step_s = formulas.step_time_s(pass_s, accum, update_s)
         flops_step = model.flops_per_step
         mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
@@ -342,7 +345,7 @@ class Predictor:
         if over_network and p.days_low is not None:
             # The network's share of the line rate is a published figure, not one this engine measured on that
             # network: as fast as the line rate at best, half the stated share at worst.
-            comm_days = formulas.training_days(comm_pass * accum + shown * cb_update / link, model.training.steps)
+            comm_days = formulas.training_days(comm_pass * accum + comm_step, model.training.steps)
             p.days_low = max(p.days_low - comm_days * (1 - network.efficiency), 0.0)
             p.days_high += comm_days
         basis_rows = same or f.rows
@@ -367,7 +370,7 @@ class Predictor:
                                                                           "memory": km, "from": factors_from},
             "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
             "nodes": nodes, "network": network.id if network else None, "over_network": over_network,
-            "comm_exposed": shown,
+            "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         return p
@@ -414,14 +417,16 @@ class Predictor:
         elif t["comm_pass_bytes"] or t["comm_update_bytes"]:
             lines.append(f"interconnect: {link_name(gpu, p.num_gpus)}, {t['link_bytes_s'] / 1e9:.0f} GB/s per "
                          f"direction as predicted ({LINK_EFFICIENCY:.0%} of the link's rate)")
-        shown = t.get("comm_exposed", 1.0)
-        part = f"{shown:.2f} x " if shown != 1.0 else ""
         if t["comm_pass_bytes"] or t["comm_update_bytes"]:
-            for what, per in (("comm_pass_bytes", "per pass"), ("comm_update_bytes", "per step, in the update")):
+            ck = comm_kind(p.methods)
+            over = "the pass's GPU work" if ck != "ddp" else "the last pass's backward"
+            for what, per, waited in (("comm_pass_bytes", "per pass", t["comm_pass_s"]),
+                                      ("comm_update_bytes", "per step, in the update", t["comm_step_s"])):
                 if t[what]:
-                    lines.append(f"communication: {part}{t[what] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.1f} GB/s = "
-                                 f"{shown * t[what] / t['link_bytes_s']:.3f} s {per}")
-            lines.append(f"communication exposed: {self.comm_note[comm_kind(p.methods)]}")
+                    lines.append(f"communication: {t[what] / 1e9:.2f} GB / {t['link_bytes_s'] / 1e9:.1f} GB/s = "
+                                 f"{t[what] / t['link_bytes_s']:.3f} s {per}, less {t['comm_hidden']:.0%} of "
+                                 f"{over} = {waited:.3f} s waited for")
+            lines.append(f"overlap: {ck} communication {self.comm_note[ck]}")
         if t["host_pass_bytes"]:
             per_transfer = (f" + {t['host_transfers']} layer transfers x "
                             f"{t['host_latency_s'] / t['host_transfers'] * 1e3:.1f} ms" if t["host_transfers"] else "")

@@ -13,9 +13,13 @@ The time model is a roofline fitted to measurements (every term below says where
                   prediction claims more than 60% of the dense peak
       residual  = measured / fitted pass of the same model in the same group on other hardware: its
                   unsharded rows if any, else all (1 if none)
-      comm_s    = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
-                  per direction x 0.7), added in full (no overlap credit); DDP's one all-reduce per
-                  step goes into the update, as the engine times it
+      comm_s    = e x bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
+                  per direction x 0.7, measured: LINK_EFFICIENCY); across machines, at the slower of that
+                  and what a machine's network ports carry (presets/networks.toml); e in [0, 1] is the share
+                  the step exposes, per kind (DDP, FSDP, ZeRO), calibrated on settings measured over sockets
+                  between emulated nodes and over the machine's own links (engine/predict/comm.py; 1 where
+                  no such pair was measured); DDP's one all-reduce per step goes into the update, as the
+                  engine times it
       host_s    = e x CPU <-> GPU bytes per pass with offloading / (PCIe per direction x 0.7): e in [0, 1] is
                   the exposed share of the copies (the rest overlaps the GPU's work through prefetch), per
                   implementation (DeepSpeed ZeRO-Offload, FSDP CPU offload), median over measured offload
@@ -55,8 +59,11 @@ MAX_BANDWIDTH_FRACTION = 0.9
 # Used where no basis row pins a value down (each use is named in the prediction's explanation).
 DEFAULT_BANDWIDTH_FRACTION = 0.7
 DEFAULT_UPDATE_BANDWIDTH_FRACTION = 0.5
-# NCCL and PCIe copies reach roughly 70% of a link's per-direction rate (an assumption until a
-# multi-GPU measurement calibrates it).
+# NCCL reaches about 70% of a link's per-direction rate: measured on 4 x H200 over NVLink (NCCL 2.28.9, 1 GB,
+# scripts/nccl_probe.py, data/probes/nccl-h200x4-2026-11-27.jsonl): all-gather 318 and reduce-scatter 315 GB/s
+# bus bandwidth of 450 (70-71%), all-reduce 350 (78%). Host-staged (NCCL_P2P_DISABLE=1) on the same machine:
+# 22.5-24.5 GB/s, where half of PCIe 5's 63 GB/s x 0.7 says 22 (link_bytes_per_s). PCIe copies (offloading)
+# take the same share (an assumption: their own fit, Predictor.host_exposed, corrects what it misses).
 LINK_EFFICIENCY = 0.7
 # Host link (CPU <-> GPU) where the GPU preset does not name one: the PCIe generation of that
 # architecture's SXM boards, x16, per direction, GB/s.
