@@ -868,6 +868,51 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
     asyncio.run(go())
 
 
+def test_benchmark_line_counts_the_time_while_the_sweep_starts_and_keeps_a_refusal(db, tmp_path, monkeypatch):
+    """Issue 38, item 4: before its first event a sweep probes the GPUs, predicts every combination and checks
+    that DeepSpeed imports (tens of seconds on a GPU machine), and the line read 'starting… 0s' all that time
+    (scripts/app_bench_pilot.py saw it stand still). It counts the time since r each second, on the screen's
+    own ticker; a refusal ends the count and stays."""
+    import threading
+
+    from engine.bench import sweep
+    from engine.data.errors import PlannerError
+
+    release = threading.Event()
+
+    def starting(req, on_event, stop, pause, store):  # the probe and the predictions, then a refusal
+        release.wait(30)
+        raise PlannerError("asked for 2 GPUs on this machine but it has 1")
+
+    monkeypatch.setattr(sweep, "run_sweep", starting)
+    clock = [1000.0]
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            screen.clock = lambda: clock[0]
+            screen.query_one("#b-db", Input).value = str(tmp_path / "starting.duckdb")
+            await pilot.press("escape", "r")
+            assert "starting… 0s" in text(app, "#progress-label")
+            clock[0] += 7
+            await pilot.pause(1.3)  # the screen's ticker, each second
+            assert "starting… 7s" in text(app, "#progress-label")
+            release.set()
+            for _ in range(100):
+                await pilot.pause(0.1)
+                if app.sweep.worker.is_finished and screen.write_cursor is None:
+                    break
+            line = text(app, "#progress-label")
+            assert "it has 1" in line and "starting" not in line and screen._ticker is None
+            clock[0] += 5
+            await pilot.pause(1.3)
+            assert text(app, "#progress-label") == line
+
+    asyncio.run(go())
+
+
 def test_stopping_a_sweep_is_k_asks_first_logs_one_plain_line_and_counts_what_is_left(db):
     """Issue 41, items 12 and 13: k (not x, which exports on the other screens) asks before it kills the
     running trial; the killed trial's traceback stays out of

@@ -168,6 +168,7 @@ class BenchScreen(Screen):
         self.clock = time.monotonic  # the progress's clock (a test sets its own)
         self.progress = SweepProgress()
         self._ticker = None  # each second while a sweep runs: its time and the running trial's
+        self._starting = False  # r was pressed, the sweep's first event has not come (probe, predictions)
         self.current: str | None = None
         self._stopping = False  # x was confirmed: the killed trial's output is left out of the log
         self.write_cursor = None
@@ -280,7 +281,11 @@ class BenchScreen(Screen):
         self.write_cursor = store.cursor()
         self.app.sweep = SweepHandle(stop=threading.Event(), pause=threading.Event(), store=store)
         self.app.sweep.worker = self.run_sweep(req, store, self.write_cursor, self.app.sweep)
+        # Before its first event the sweep probes the GPUs, predicts every combination and checks that DeepSpeed
+        # imports: on a GPU machine tens of seconds, so the time since r moves each second from here.
+        self._starting = True
         self._label("starting…")
+        self._ticking(True)
 
     @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
     def run_sweep(self, req, store, cursor, handle) -> None:
@@ -292,7 +297,7 @@ class BenchScreen(Screen):
         except PlannerError as e:
             self.app.call_from_thread(self.notify, fmt.visible(e, newlines=True), title="Sweep refused",
                                       severity="error", timeout=10, markup=False)
-            self.app.call_from_thread(self._label, f"[red]{fmt.esc(e)}[/]")
+            self.app.call_from_thread(self._not_started, f"[red]{fmt.esc(e)}[/]")
         except Exception as e:  # a bug in the engine: say so, keep the app up
             self.app.call_from_thread(self.notify, fmt.visible(f"{type(e).__name__}: {e}", newlines=True),
                                       title="Sweep failed", severity="error", markup=False)
@@ -411,9 +416,18 @@ class BenchScreen(Screen):
         self.query_one("#progress-label", Static).update(content(f"{markup} [dim]{short_time(took)}[/]" if elapsed
                                                                  else markup))
 
+    def _not_started(self, markup: str) -> None:
+        """The sweep ended before its first event (refused, or failed): the time stops, the line says why."""
+        self._starting = False
+        self._ticking(False)
+        self._label(markup)
+
     def _tick(self) -> None:
         """The progress line and the running trial's time in its row (each second while a sweep runs, and on
-        each event)."""
+        each event); the time since r while the sweep starts."""
+        if self._starting:
+            self._label("starting…")
+            return
         now = self.clock()
         p = self.progress
         self.query_one("#progress-label", Static).update(content(p.line(now)))
@@ -444,7 +458,7 @@ class BenchScreen(Screen):
         t = self.query_one("#trials", DataTable)
         bar = self.query_one("#progress", ProgressBar)
         if isinstance(e, ev.SweepStarted):
-            self._stopping = False
+            self._stopping = self._starting = False
             self.labels = dict(zip(e.keys, e.labels))
             for key, label in zip(e.keys, e.labels):
                 t.add_row(fmt.text(label), fmt.cell("[dim]queued[/]"), "", "", "", "", "", key=key)
@@ -528,6 +542,8 @@ class BenchScreen(Screen):
     @on(SweepDone)
     def _done(self, message: SweepDone) -> None:
         self._ticking(False)  # ended without its SweepFinished (refused, or a bug): the time stops too
+        if self._starting:  # failed before its first event (a bug in the engine: its notification says what)
+            self._not_started("[red]the sweep failed before it started[/]")
         bar = self.query_one("#progress", ProgressBar)
         if bar.total is None:  # refused or failed before its first trial: no bar left animating
             bar.display = False
