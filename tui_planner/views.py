@@ -214,6 +214,12 @@ def multi_gpu_renderables(scaling: Iterable[Any], links: Iterable[Any]) -> list[
                 t.add_row(e(sc.model), e(sc.gpu), str(p.num_gpus), fmt.days(p.days), fmt.mfu(p.mfu),
                           "—" if up is None else f"{up:.2f}x", "—" if eff is None else f"{eff:.0%}", e(p.label))
         out.append(t)
+        above = sorted({f"{sc.model} on {p.num_gpus} x {sc.gpu}" for sc in scaling for p in sc.points
+                        if (sc.efficiency(p) or 0) > 1.0})
+        if above:
+            out.append(Text("efficiency above 100% (" + ", ".join(above) + "): one GPU had to run a slower "
+                            "memory-saving setting than the model's state split over several GPUs needs",
+                            style="dim"))
     if links:
         out.append(Text("What the links cost (the same setting and GPU count over the machine's own links, "
                         "and over another path)", style="bold"))
