@@ -576,6 +576,22 @@ def test_a_rank_dying_on_another_node_ends_the_trial_and_leaves_nothing(tmp_path
     assert not _processes_with("engine.bench.trial")
 
 
+def test_a_rendezvous_that_never_completes_says_so_and_names_its_endpoint(tmp_path, monkeypatch):
+    # node 1's agent never comes; node 0's waits its join_timeout (5 s here, 120 by default) and gives up
+    monkeypatch.setenv("TUI_PLANNER_RDZV_JOIN_TIMEOUT_S", "5")
+    req = _request(tmp_path, num_nodes=2, launcher="local-nodes", methods="free-lunch", only=("free-lunch",),
+                   faults={"free-lunch": "no-node1"}, timeout_s=90)
+    seen = _sweep(req)
+    (done,) = [e for e in seen if isinstance(e, ev.TrialFinished)]
+    assert done.status == "failed" and done.duration_s < 90
+    with Store.open(req.db, read_only=True) as s:
+        (row,) = s.trials(model="tiny-neox")
+    assert not row["feasible"]
+    assert "the 2 nodes never met: the rendezvous at 127.0.0.1:" in row["failure_message"]
+    assert "within 5 s" in row["failure_message"]
+    assert not _processes_with("engine.bench.trial") and not _processes_with("time.sleep(3600)")
+
+
 def test_launch_commands_for_each_launcher(tmp_path):
     from engine.bench.launcher import launch_commands
 

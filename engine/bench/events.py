@@ -38,7 +38,8 @@ class TrialSpec:
     verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
     verify_accum: int = 0  # accumulation of the verify run; 0: the configuration's own
     cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
-    fault: str | None = None  # test hook: "crash", "crash-rank1", "hang", "hang-building", "oom-measuring-rank1"(-all)
+    fault: str | None = None  # test hook: "crash", "crash-rank1", "hang", "hang-building", "oom-measuring-rank1"(-all),
+    # "no-node1" (local-nodes: node 1's agent never comes to the rendezvous)
     # Launched again to measure in a new process (engine.bench.trial.EXIT_RELAUNCH): skip the batch search,
     # whose answer (max_fit) the earlier process found, and measure at measure_at.
     measure_at: int | None = None

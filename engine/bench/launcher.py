@@ -64,9 +64,30 @@ def torchrun_command(spec: TrialSpec, spec_path: Path, out_path: Path, endpoint:
     else:
         rdzv_id = hashlib.sha1(f"{spec.key}|{out_path}".encode()).hexdigest()[:16]
         cmd += [f"--nnodes={spec.num_nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
-                f"--rdzv-id={rdzv_id}", "--rdzv-conf=join_timeout=120"]
+                f"--rdzv-id={rdzv_id}", f"--rdzv-conf=join_timeout={join_timeout_s()}"]
     cmd += [f"--nproc-per-node={spec.num_gpus}", "--max-restarts=0", "-m", "engine.bench.trial", str(spec_path), str(out_path)]
     return cmd
+
+
+def join_timeout_s() -> int:
+    """How long an agent waits for the other nodes at the rendezvous (torchrun's join_timeout):
+    $TUI_PLANNER_RDZV_JOIN_TIMEOUT_S, default 120."""
+    try:
+        return max(1, int(os.environ.get("TUI_PLANNER_RDZV_JOIN_TIMEOUT_S", "120")))
+    except ValueError:
+        return 120
+
+
+def endpoint_of(commands: list[tuple[list[str], dict[str, str]]]) -> str | None:
+    """The rendezvous endpoint several nodes' agents meet at (None for one node)."""
+    for cmd, _ in commands:
+        for arg in cmd:
+            if arg.startswith("--rdzv-endpoint="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+RENDEZVOUS_FAILED = ("RendezvousTimeoutError", "RendezvousClosedError", "RendezvousConnectionError")
 
 
 def log_dir(out_path: Path) -> Path:
@@ -100,7 +121,10 @@ def launch_commands(spec: TrialSpec, spec_path: Path, out_path: Path, launcher: 
         if spec.device == "cuda":  # each emulated node gets its own GPUs
             ids = visible or [str(i) for i in range(spec.num_nodes * spec.num_gpus)]
             node_env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[node * spec.num_gpus:(node + 1) * spec.num_gpus])
-        out.append((torchrun_command(spec, spec_path, out_path, endpoint), node_env))
+        cmd = torchrun_command(spec, spec_path, out_path, endpoint)
+        if spec.fault == "no-node1" and node == 1:  # test hook: a node whose agent never comes to the rendezvous
+            cmd = [sys.executable, "-c", "import time; time.sleep(3600)"]
+        out.append((cmd, node_env))
     return out
 
 
@@ -173,10 +197,12 @@ def run_trial(
     if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, spec.num_gpus)))
     t0 = time.perf_counter()
+    commands = launch_commands(spec, spec_path, out_path, launcher, env)
+    endpoint = endpoint_of(commands)
     procs = [subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=cmd_env,
         cwd=str(workdir), start_new_session=True, preexec_fn=launched_by(), bufsize=1,
-    ) for cmd, cmd_env in launch_commands(spec, spec_path, out_path, launcher, env)]
+    ) for cmd, cmd_env in commands]
     tail: collections.deque[str] = collections.deque(maxlen=60)
     printed: dict = {}
     again: dict = {}  # from any rank: measure in a new process (engine.bench.trial.EXIT_RELAUNCH)
@@ -257,8 +283,14 @@ def run_trial(
         except (OSError, json.JSONDecodeError):
             pass
     relaunch_path.unlink(missing_ok=True)
+    if endpoint and not result and any(any(w in ln for w in RENDEZVOUS_FAILED) for ln in tail):
+        return TrialOutcome("failed", result, f"the {spec.num_nodes} nodes never met: the rendezvous at {endpoint} "
+                            f"did not complete within {join_timeout_s()} s (torchrun's join_timeout): a node whose "
+                            "agent did not start or cannot reach that address (a firewall, a wrong MASTER_ADDR, "
+                            "another network interface)", duration, list(tail))
     if status == "timeout":
-        return TrialOutcome("timeout", result, f"killed after {timeout_s:.0f} s without a result (hung or too slow)",
+        return TrialOutcome("timeout", result, f"killed after {timeout_s:.0f} s without a result (hung or too slow)"
+                            + (f"; {spec.num_nodes} nodes meeting at {endpoint}" if endpoint else ""),
                             duration, list(tail))
     if status == "stopped":
         return TrialOutcome("stopped", result, "stopped by the user", duration, list(tail))
