@@ -60,14 +60,37 @@ def test_the_network_sets_the_rate_across_machines(presets, predictor):
     assert slow.nodes == 2 and slow.network == "eth-25g"
     text = "\n".join(slow.lines)
     assert "network: 2 machines x 8 GPUs over 25 GbE (TCP)" in text and "issues/209" in text
-    # what the network's stated share hides widens the band on both sides
-    assert slow.days_high - slow.days > (one.days_high - one.days) * 1.2
-    assert slow.days_low < slow.days
+    # what the network's stated share hides widens the model's band on both sides (the same band factors as
+    # the one-machine cell's, applied once, to the step at half the stated share and at the line rate)
+    assert slow.days_high > slow.days * (one.days_high / one.days) * 1.1
+    assert slow.days_low < slow.days * (one.days_low / one.days) * 0.95
+    assert fast.days_high == pytest.approx(fast.days * one.days_high / one.days, rel=1e-6)  # NVLink-bound: none
 
 
-def test_nodes_need_a_network_and_an_even_split(presets, predictor):
+def test_nodes_need_a_network_and_an_even_split(presets, predictor, tmp_path):
     with pytest.raises(PredictError, match="need a network"):
         predictor.predict("pythia-1b", "h100", 8, space.FREE_LUNCH, nodes=2)
+    with pytest.raises(PredictError, match="joins several machines"):
+        predictor.predict("pythia-1b", "h100", 8, space.FREE_LUNCH, network=presets.network("eth-100g"))
+    with pytest.raises(PlannerError, match="joins several machines"):
+        RankRequest(model="pythia-1b", budget_usd=1e6, network="eth-100g").validate(presets)
+    with pytest.raises(PlannerError, match="cannot split"):
+        RankRequest(model="pythia-1b", budget_usd=1e6, nodes=3, network="eth-100g").validate(presets)
+    with pytest.raises(PlannerError, match="predicted only"):
+        RankRequest(model="pythia-1b", budget_usd=1e6, nodes=2, network="eth-100g",
+                    sources=("measured",)).validate(presets)
+    from engine.bench.sweep import SweepRequest, check_launcher
+
+    with pytest.raises(PlannerError, match="joins several nodes"):
+        check_launcher(SweepRequest(model="pythia-1b", num_gpus=2, network="eth-100g"))
+    with pytest.raises(PlannerError, match="not a network preset"):
+        check_launcher(SweepRequest(model="pythia-1b", num_gpus=2, num_nodes=2, launcher="local-nodes",
+                                    network="eth-1000g"))
+    bad = tmp_path / "net.toml"
+    bad.write_text('[networks.slow]\nname = "x"\ngbps = 1e-300\ntransport = "sockets"\nefficiency = 0.5\n'
+                   'efficiency_source = "s"\nsource = "s"\n')
+    with pytest.raises(PresetError, match="networks.slow.gbps"):
+        load_presets([bad])
     with pytest.raises(PredictError, match="do not split evenly"):
         predictor.predict("pythia-1b", "h100", 8, space.FREE_LUNCH, nodes=3, network=presets.network("eth-100g"))
 
@@ -172,3 +195,20 @@ def _with_presets(predictor, presets):
     other = copy.copy(predictor)
     other.presets = presets
     return other
+
+
+def test_a_single_machine_is_never_ranked_on_a_row_over_a_network(presets, tmp_path):
+    import shutil
+
+    db = tmp_path / "mine.duckdb"
+    shutil.copy(shipped_db(), db)
+    with Store.open(db, read_only=False) as st:
+        # a stray row over a network that says one node: it must not stand for the 8 x H100 machine
+        before = {r["num_gpus"]: r["days"] for r in rank(st, RankRequest(
+            model="pythia-1b", budget_usd=1e6, gpus_allowed=("h100pcie",)), presets) if r["days"] is not None}
+        st.con.execute("INSERT INTO trials SELECT * REPLACE (trial_id || 'x' AS trial_id, key || '|eth-100g' AS key, "
+                       "0.01 AS days, 'eth-100g' AS interconnect) FROM trials WHERE source = 'predicted' "
+                       "AND model = 'pythia-1b' AND gpu = 'h100pcie' AND num_gpus = 8 AND num_nodes = 1")
+        after = {r["num_gpus"]: r["days"] for r in rank(st, RankRequest(
+            model="pythia-1b", budget_usd=1e6, gpus_allowed=("h100pcie",)), presets) if r["days"] is not None}
+    assert 8 in before and after == before

@@ -199,7 +199,8 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
                       f"hardware is {req.nodes} systems and their GPUs. Between the machines {e(net.name)} carries "
                       f"{net.node_bytes_per_s / 1e9:.1f} GB/s a machine each way ({net.efficiency:.0%} of its line "
                       f"rate: {e(fmt.short_source(net.efficiency_source, 90))}); every figure is predicted, and its "
-                      "band widens by the network's share. Not priced: NICs, cables and a switch.[/dim]")
+                      "band widens by the network's share. Not priced: NICs, cables and a switch."
+                      + (f" {e(net.note)}" if net.note else "") + "[/dim]")
     v = decide(rows, req.deadline_days)
     for line in views.verdict_lines(v, req.model, req.budget_usd, req.deadline_days, prices=False):
         console.print(line)
@@ -214,7 +215,7 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
         for r in named:
             items = [(r["gpu"], "per GPU", r["gpu_price_usd"], r["gpu_price_date"], r["gpu_price_source"],
                       r["gpu_price_stale"]),
-                     (r["system"], r["system_name"], r["system_price_usd"], r["system_price_date"],
+                     (r["system"], r["system_one"], r["system_price_usd"], r["system_price_date"],
                       r["system_price_source"], r["system_price_stale"])]
             for key, what, usd_value, when, source, stale in items:
                 if key in seen:
@@ -241,7 +242,7 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
         parts = [f"{machines}{'/'.join(map(str, sorted(ns)))} x {e(g)}: {e(why)}" for (g, why), ns in groups.items()]
         console.print("[dim]Not an option (no system sold takes them; their figures stay in JSON): "
                       + "; ".join(parts) + ".[/dim]")
-    missing = no_data_gpus(store, req, presets)
+    missing = no_data_gpus(store, req, presets) if req.nodes == 1 else []  # several machines: predicted for all
     if missing:
         console.print(f"[dim]No data for {e(req.model)} on: {e(', '.join(missing))}.[/dim]")
     return 0

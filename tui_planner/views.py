@@ -87,8 +87,8 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
         console.print(t)
         if kind == "networks":
             for n in presets.networks.values():
-                console.print(f"  {e(n.id)} ({e(n.name)}): {n.efficiency:.0%} of line rate: {e(n.efficiency_source)}",
-                              highlight=False)
+                console.print(f"  {e(n.id)} ({e(n.name)}): {n.efficiency:.0%} of line rate: {e(n.efficiency_source)}"
+                              + (f". {e(n.note)}" if n.note else ""), highlight=False)
     if kind in ("machines", "all"):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   title="The paper's machines (base system without GPUs; its own view only)", title_justify="left")

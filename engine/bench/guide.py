@@ -93,7 +93,7 @@ def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str
         and int(r.get("num_gpus") or 0) * int(r.get("num_nodes") or 1) == n)]
     try:
         predictor = build_predictor(rows_on_run(others, model), presets, for_model=model_id)
-        # nodes joined by a network preset: predicted across it; without one, as one machine's n GPUs
+        # nodes joined by a network preset: predicted across it (the sweep gives none a guide without one)
         preds = predictor.predict_cell(model_id, gpu, n, method_set, nodes=num_nodes if network else 1,
                                        network=network)
     except (PredictError, PlannerError):

@@ -87,7 +87,9 @@ def endpoint_of(commands: list[tuple[list[str], dict[str, str]]]) -> str | None:
     return None
 
 
-RENDEZVOUS_FAILED = ("RendezvousTimeoutError", "RendezvousClosedError", "RendezvousConnectionError")
+# What an agent says when the other nodes never joined in time (torch.distributed.elastic). Not its
+# RendezvousConnectionError: that is also what the survivors of a node that died after they met say.
+RENDEZVOUS_TIMED_OUT = "RendezvousTimeoutError"
 
 
 def log_dir(out_path: Path) -> Path:
@@ -283,7 +285,7 @@ def run_trial(
         except (OSError, json.JSONDecodeError):
             pass
     relaunch_path.unlink(missing_ok=True)
-    if endpoint and not result and any(any(w in ln for w in RENDEZVOUS_FAILED) for ln in tail):
+    if status is None and endpoint and not result and any(RENDEZVOUS_TIMED_OUT in ln for ln in tail):
         return TrialOutcome("failed", result, f"the {spec.num_nodes} nodes never met: the rendezvous at {endpoint} "
                             f"did not complete within {join_timeout_s()} s (torchrun's join_timeout): a node whose "
                             "agent did not start or cannot reach that address (a firewall, a wrong MASTER_ADDR, "

@@ -186,6 +186,13 @@ def check_launcher(req: SweepRequest) -> None:
         raise PlannerError(f"--launcher is one of {', '.join(LAUNCHERS)}, not {req.launcher!r}")
     if req.num_nodes < 1 or req.num_gpus < 1:
         raise PlannerError("--nodes and --gpus must be at least 1")
+    if req.network is not None and req.num_nodes == 1:
+        raise PlannerError(f"--network ({req.network}) joins several nodes: give --nodes N, or leave it out")
+    if req.network is not None:
+        names = load_presets(req.presets).networks
+        if req.network not in names:
+            raise PlannerError(f"--network {req.network!r} is not a network preset: one of {', '.join(names)} "
+                               "(tui-planner presets --kind networks)")
     if req.num_nodes > 1 and req.launcher == "local":
         raise PlannerError(f"{req.num_nodes} nodes need --launcher srun (inside a SLURM allocation of "
                            f"{req.num_nodes} nodes) or --launcher local-nodes (emulated on this machine)")
@@ -580,9 +587,10 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
     if req.num_nodes > 1:
         name = req.network or ("loopback" if req.launcher == "local-nodes" else None)
         network = presets.networks.get(name) if name else None
-        if network is None:
-            on_event(Log("", f"guided search: no network preset {'named' if name is None else repr(name)} between "
-                             "the nodes (--network): predicted as one machine's GPUs"))
+        if network is None:  # no network term: nothing honest to guide by
+            on_event(Log("", "guided search: no network named between the nodes (--network ID, `tui-planner presets "
+                             "--kind networks`): nothing to predict them from; measuring every combination"))
+            return None
     guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes,
                       network)
     if guide is None:
@@ -593,7 +601,7 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
         # Stored once, before the first measurement: a resumed sweep keeps the prediction it started from.
         link = HOST_STAGED if staged else network.id if network else None
         keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label, link,
-                                               req.num_nodes if network else 1)
+                                               req.num_nodes)
                 for s in specs}
         have = {r["key"] for r in store.query("SELECT key FROM trials WHERE source = 'predicted' AND key IN "
                                               "(SELECT unnest(?))", [list(keys.values())])}

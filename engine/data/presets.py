@@ -701,7 +701,11 @@ def _network(nid: str, t: Table) -> Network:
     n = Network(id=nid, name=t.str("name"), gbps=t.number("gbps"), ports=t.int("ports", 1),
                 transport=t.str("transport", choices=TRANSPORTS), efficiency=t.number("efficiency"),
                 efficiency_source=t.str("efficiency_source"), source=t.str("source"), note=t.str("note", ""))
-    if n.efficiency > 1:
-        raise t._err("efficiency", "a share of the line rate in (0, 1]", n.efficiency)
+    if not 0.01 <= n.efficiency <= 1:
+        raise t._err("efficiency", "a share of the line rate from 0.01 to 1", n.efficiency)
+    if not 0.1 <= n.gbps <= 1e5:
+        raise t._err("gbps", "a port's line rate from 0.1 to 100,000 Gb/s", n.gbps)
+    if n.ports > 64:
+        raise t._err("ports", "at most 64 ports a machine", n.ports)
     t.finish()
     return n

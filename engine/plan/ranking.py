@@ -90,6 +90,17 @@ class RankRequest:
                                f"{', '.join(presets.networks) or '(no network presets)'}")
         if self.network is not None:
             presets.network(self.network)
+            if self.nodes == 1:
+                raise PlannerError(f"a network ({self.network}) joins several machines: give the number of machines "
+                                   "(--nodes N), or leave the network out for one machine")
+        if self.nodes > 1:
+            batch = presets.model(self.model).training.batch_size
+            if not any(batch % (n * self.nodes) == 0 for n in range(1, self.max_gpus + 1)):
+                raise PlannerError(f"{self.nodes} machines of 1 to {self.max_gpus} GPUs cannot split {self.model}'s "
+                                   f"batch of {batch:,} sequences evenly: choose another number of machines")
+        if self.nodes > 1 and "predicted" not in self.sources:
+            raise PlannerError("several machines are predicted only (nothing is measured over a network): "
+                               "--source must include predicted")
         for item, usd in self.price_overrides.items():
             if item not in presets.systems:
                 presets.gpu(item)  # names the GPUs known when it is neither
@@ -122,7 +133,7 @@ WITH scaled AS (  -- the model's rows on this run: a step's time holds for any l
       -- rows measured as another machine (no peer access, nodes over sockets) are not this machine's cell;
       -- several machines are ranked on rows of that many over the network asked for
       AND num_nodes = $nodes
-      AND CASE WHEN $nodes = 1 THEN coalesce(interconnect, '') NOT IN ('host-staged', 'sockets', 'network')
+      AND CASE WHEN $nodes = 1 THEN interconnect IS NULL OR interconnect IN ('nvlink', 'pcie')
                ELSE interconnect = $network END
 ),
 cells AS (
@@ -241,6 +252,7 @@ def options(req: RankRequest, presets: Presets) -> dict[tuple[str, int], dict[st
             if k > 1:
                 o.update(num_gpus=k * n, base_power_w=o["base_power_w"] * k, nodes=k, per_node=n)
                 if o["system"] is not None:
+                    o["system_one"] = o["system_name"]  # one machine, as its price is quoted
                     o["system_name"] = f"{k} x {o['system_name']} over {presets.network(req.network).name}"
             if o["system"] is not None:
                 o["hardware_cost_usd"] = k * (o["system_price"]["usd"] + n * gp["usd"])
@@ -294,7 +306,8 @@ def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any
         o = opts[(r["gpu"], r["num_gpus"])]
         gp, sp, rent = o["gpu_price"], o["system_price"], o["rent"]
         r.update(
-            system_name=o["system_name"], system_short=o["system_short"], system_kind=o["system_kind"], why=o["why"],
+            system_name=o["system_name"], system_one=o.get("system_one") or o["system_name"],
+            system_short=o["system_short"], system_kind=o["system_kind"], why=o["why"],
             gpu_price_usd=gp["usd"], gpu_price_date=gp["date"], gpu_price_source=gp["source"], gpu_price_stale=gp["stale"],
             system_price_usd=sp and sp["usd"], system_price_date=sp and sp["date"],
             system_price_source=sp and sp["source"], system_price_stale=bool(sp and sp["stale"]),

@@ -243,7 +243,10 @@ class Predictor:
             raise PredictError(f"{num_gpus} GPUs do not split evenly over {nodes} machines")
         if nodes > 1 and network is None:
             raise PredictError(f"{nodes} machines need a network between them: name one of the network presets "
-                               "(tui-planner presets networks)")
+                               "(tui-planner presets --kind networks)")
+        if nodes == 1 and network is not None:
+            raise PredictError(f"a network ({network.id}) joins several machines: give the number of machines "
+                               "(--nodes N), or leave the network out for one machine")
         if not space.is_valid(methods, num_gpus):
             raise PredictError(f"{methods.label} is not in the search space on {num_gpus} GPU(s)")
         if model.training.precision == "bf16" and not gpu.bf16:
@@ -311,7 +314,8 @@ class Predictor:
         ck = comm_kind(methods)
         hidden, gpu_pass = self.comm_hidden[ck], compute_part + memory_part
         comm_pass = comm_exposed(cb_pass / link, hidden, ck, gpu_pass)  # what the pass waits for of it
-        comm_step = comm_exposed(cb_update / link, hidden, ck, gpu_pass)  # DDP's all-reduce after the last pass
+        # DDP's all-reduce runs beside the last pass's backward; ZeRO-1/2's gather after the update beside nothing
+        comm_step = comm_exposed(cb_update / link, hidden if ck == "ddp" else 0.0, ck, gpu_pass)
         host_pass = exposed * hb_pass / host + latency
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
@@ -337,17 +341,29 @@ class Predictor:
                                                 "(python scripts/build_db.py runs it)")
             band = combine(band, gen_band, f"{band.what if band else 'no model band'}; and for {gen.name}: "
                                            f"{gen_band.what}")
-        if band:
-            p.days_low = max(days * band.low_factor, formulas.training_days(
-                flops_step / (num_gpus * gpu.peak_16bit_flops * line), model.training.steps))
-            p.days_high = days * band.high_factor
         over_network = nodes > 1 and link == network.node_bytes_per_s
-        if over_network and p.days_low is not None:
+        fastest, slowest = days, days
+        if over_network:
             # The network's share of the line rate is a published figure, not one this engine measured on that
-            # network: as fast as the line rate at best, half the stated share at worst.
-            comm_days = formulas.training_days(comm_pass * accum + comm_step, model.training.steps)
-            p.days_low = max(p.days_low - comm_days * (1 - network.efficiency), 0.0)
-            p.days_high += comm_days
+            # network: the step again at the line rate (at best) and at half the stated share (at worst), the
+            # communication exposed as at the stated rate (max(0, T - h x G)); the model's band on top, once.
+            own_link = link_bytes_per_s(gpu, num_gpus // nodes)
+
+            def step_at(rate: float) -> float:
+                waited = (comm_exposed(cb_pass / rate, hidden, ck, gpu_pass) * accum
+                          + comm_exposed(cb_update / rate, hidden if ck == "ddp" else 0.0, ck, gpu_pass))
+                return step_s - (comm_pass * accum + comm_step) + waited
+
+            line_rate = min(own_link, network.node_bytes_per_s / network.efficiency)
+            fastest = formulas.training_days(max(step_at(line_rate), flops_step / (
+                num_gpus * gpu.peak_16bit_flops * line)), model.training.steps)
+            slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
+        if band:
+            p.days_low = max(fastest * band.low_factor, formulas.training_days(
+                flops_step / (num_gpus * gpu.peak_16bit_flops * line), model.training.steps))
+            p.days_high = slowest * band.high_factor
+        elif over_network:
+            p.days_low, p.days_high = fastest, slowest
         basis_rows = same or f.rows
         kind = ("measured" if all(b.source == "measured" for b in f.rows) else
                 "paper (optimistic: unsynchronized timer)" if all(b.source != "measured" for b in f.rows) else

@@ -13,12 +13,12 @@ The time model is a roofline fitted to measurements (every term below says where
                   prediction claims more than 60% of the dense peak
       residual  = measured / fitted pass of the same model in the same group on other hardware: its
                   unsharded rows if any, else all (1 if none)
-      comm_s    = e x bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO, FSDP) / (interconnect
-                  per direction x 0.7, measured: LINK_EFFICIENCY); across machines, at the slower of that
-                  and what a machine's network ports carry (presets/networks.toml); e in [0, 1] is the share
-                  the step exposes, per kind (DDP, FSDP, ZeRO), calibrated on settings measured over sockets
-                  between emulated nodes and over the machine's own links (engine/predict/comm.py; 1 where
-                  no such pair was measured); DDP's one all-reduce per step goes into the update, as the
+      comm_s    = max(0, T - h x G): T = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO,
+                  FSDP) / (interconnect per direction x 0.7, measured: LINK_EFFICIENCY); across machines, at
+                  the slower of that and what a machine's network ports carry (presets/networks.toml); G the
+                  GPU work it can run beside (the pass; DDP: the last backward), h the share of G it hides
+                  behind, per kind, calibrated on settings measured over two paths (engine/predict/comm.py;
+                  0 where no pair was measured); DDP's one all-reduce per step goes into the update, as the
                   engine times it
       host_s    = e x CPU <-> GPU bytes per pass with offloading / (PCIe per direction x 0.7): e in [0, 1] is
                   the exposed share of the copies (the rest overlaps the GPU's work through prefetch), per
