@@ -609,6 +609,34 @@ def test_w_shows_what_the_highlighted_rows_search_found(db):
     asyncio.run(go())
 
 
+def test_a_multi_gpu_cells_findings_show_its_scaling_and_what_the_links_cost():
+    from engine.data.paths import shipped_db
+    from tui_planner.app.screens.dialogs import CellFindings
+
+    async def go():
+        app = make_app(shipped_db())
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.3)
+            app.push_screen(CellFindings("pythia-1b", "h200", 4))
+            await pilot.pause(0.2)
+            body = app.screen.query_one("#findings-body", Static)
+            from rich.console import Console
+
+            shown = ""
+            for _ in range(50):
+                await pilot.pause(0.1)
+                console = Console(width=76, record=True, file=open(os.devnull, "w"))
+                console.print(body.content)
+                shown = console.export_text()
+                if "Scaling" in shown:
+                    break
+            assert "pythia-1b on 4 x h200" in shown
+            assert "Scaling on one node" in shown and "3.80x" in shown  # 1 -> 2 -> 4 H200s
+            assert "host-staged (no P2P)" in shown and "2 nodes, sockets" in shown
+
+    asyncio.run(go())
+
+
 def test_help_lists_every_key_and_the_palette_runs_actions(db):
     rows = binding_rows()
     screens = {r[0] for r in rows}

@@ -381,22 +381,27 @@ class CellFindings(ModalScreen[None]):
     def load(self) -> None:
         from engine.plan.findings import findings
 
+        from engine.plan.scaling import link_costs, scaling
+
         model, gpu, n = self.cell
         cur = self.app.store.cursor()
         try:
             cells = findings(cur, self.app.presets, model=model, gpu=gpu, num_gpus=n)
+            # the model's scaling on this GPU type, and what other links cost at this count
+            scales = scaling(cur, model=model, gpu=gpu)
+            links = [c for c in link_costs(cur, model=model, gpu=gpu) if c.num_gpus == n]
         except Exception as e:  # noqa: BLE001 - a database error or a bug: say it, keep the app
             self.app.call_from_thread(self.query_one("#findings-body", Static).update,
                                       content(f"[red]{fmt.esc(e, newlines=True)}[/]"))
             return
         finally:
             cur.close()
-        self.app.call_from_thread(self._show, cells)
+        self.app.call_from_thread(self._show, cells, scales, links)
 
-    def _show(self, cells: list) -> None:
+    def _show(self, cells: list, scales: list = (), links: list = ()) -> None:
         from rich.console import Group
 
-        from tui_planner.views import findings_renderables
+        from tui_planner.views import findings_renderables, multi_gpu_renderables
 
         model, gpu, n = self.cell
         body = self.query_one("#findings-body", Static)
@@ -404,4 +409,4 @@ class CellFindings(ModalScreen[None]):
             body.update(content(f"[b]{fmt.esc(model)} on {n} x {fmt.esc(gpu)}[/b]\n\nno measured search here: its "
                                 "rows come from the paper or a prediction. Measure it on the Bench screen (3)."))
             return
-        body.update(Group(*findings_renderables(cells)))
+        body.update(Group(*findings_renderables(cells), *multi_gpu_renderables(scales, links)))
