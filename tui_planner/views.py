@@ -352,7 +352,9 @@ def evidence(r: dict[str, Any]) -> str:
     prediction's band and, where nobody measured its GPU generation, that it is extrapolated; the paper's
     figure for the cell beside it when the cell is ranked on something else."""
     src = (r.get("source") or "").replace("paper-table", "paper Table ")
-    mfu = f"MFU {fmt.mfu(r['mfu'], r.get('plausibility'))}" if r.get("mfu") is not None else ""
+    mfu = f"MFU {fmt.mfu(r['mfu'], r.get('plausibility'), r.get('capped'))}" if r.get("mfu") is not None else ""
+    if r.get("capped") and mfu:
+        mfu += " capped at this generation's line (not an estimate)"
     if r.get("plausibility") in fmt.FLAG_MARK:
         text = f"{src}: {mfu} is {r['plausibility']}, expect longer"
     elif src == "predicted":

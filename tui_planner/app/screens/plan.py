@@ -34,7 +34,7 @@ from tui_planner.app.text import content
 
 # In the order shown; they share the width the table gets (laid out again on a resize): every column its
 # widest cell where they fit, the days as the figure and a prediction's band beside ('25.2 25-43'), a cost
-# as $39.8k where that keeps the system and the source (80x24); narrower, the system and the source are left
+# as $39.8k and an MFU without its % sign where that keeps the system and the source (80x24); narrower, the system and the source are left
 # out (the line under the table names the system and the source), then the days are the band alone and the
 # GPUs are cut; wider, each option's cost per run too. The table has no cell padding of its own: each column
 # holds its space.
@@ -361,18 +361,24 @@ class PlanScreen(WhatIfScreen):
         self._show_option(at)
 
     @staticmethod
-    def _cells(r: dict, short_cost: bool = False, band_only: bool = False, used: bool = True) -> dict[str, str]:
+    def _cells(r: dict, short_cost: bool = False, band_only: bool = False, used: bool = True,
+               percent: bool = True) -> dict[str, str]:
         """An option's cells, as plain text (values from outside made visible; a Cell is never markup);
         `band_only`: a prediction's days as its band alone, where the figure beside does not fit; `used`: a
-        second-hand price marked u (the GPU list marks it too, where the table has no room)."""
+        second-hand price marked u (the GPU list marks it too, where the table has no room); `percent`: an
+        MFU with its % sign (the column's title says MFU where it has no room; a capped MFU keeps its ^,
+        which nothing else on the screen says)."""
         has = r["days"] is not None
         money = money_short if short_cost else fmt.usd
         run = r.get("cost_per_experiment_usd")
+        mfu = fmt.mfu(r["mfu"], r["plausibility"], r.get("capped")) if has else "—"
+        if not percent:
+            mfu = mfu.replace("%", "")
         cells = {"mark": option_mark(r), "gpus": f"{r['num_gpus']}x {r['gpu']}", "system": r["system_short"] or "",
                  "hw": money(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
                  + (st.USED_MARK if used and st.second_hand(r.get("gpu_price_source")) else ""),
                  "days": (fmt.band(r.get("days_low"), r.get("days_high")) or days_cell(r)) if band_only and has
-                 else days_cell(r), "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
+                 else days_cell(r), "mfu": mfu,
                  "source": SOURCE_SHORT.get(r["source"], r["source"] or "—"),
                  "run": fmt.usd(run) if has and run is not None else "—"}
         return {k: fmt.visible(v) for k, v in cells.items()}
@@ -393,10 +399,13 @@ class PlanScreen(WhatIfScreen):
 
         # The first form where every column but $/run fits, else the first where those that stay do.
         required = {c.key for c in COLUMNS if not c.optional}
-        forms = [(short, band, True) for band in (False, True) for short in (False, True)] + [(True, True, False)]
+        # The days' figure beside its band goes last: a capped MFU's ^ costs a column, so at 80 columns the
+        # MFU drops its % sign (the column's title says MFU) before the figure goes.
+        forms = [(False, False, True, True), (True, False, True, True), (True, False, True, False),
+                 (False, True, True, True), (True, True, True, True), (True, True, False, False)]
         tried = []
-        for short, band, used in forms:
-            cells = [self._cells(r, short_cost=short, band_only=band, used=used) for r in rows]
+        for short, band, used, percent in forms:
+            cells = [self._cells(r, short_cost=short, band_only=band, used=used, percent=percent) for r in rows]
             tried.append((cells, widest(cells)))
         fits = [x for x in tried if need(x[1], required | {"system", "source"}) <= room] or \
             [x for x in tried if need(x[1], required) <= room] or tried[-1:]
