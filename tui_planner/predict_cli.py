@@ -238,8 +238,8 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     console.print(f"[bold]{e(chosen.label)}[/], how it is derived:" if only else
                   f"fastest: [bold]{e(chosen.label)}[/], how it is derived:")
     _lines(console, chosen.lines + [f"basis: {chosen.basis}"])
-    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at 60% MFU. Check it: "
-                  "tui-planner predict --validate[/]")
+    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at this GPU generation's plausible "
+                  "line (60%; A100 65%): the line, not an estimate. Check it: tui-planner predict --validate[/]")
 
 
 def _lines(console: Console, lines: list[str]) -> None:
