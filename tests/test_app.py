@@ -1386,6 +1386,41 @@ def test_app_opens_on_a_config_json_and_a_run_from_the_command_line(db):
         make_app(db, model="no/such/config.json")
 
 
+def test_an_own_config_is_named_as_it_says_its_sequence_limit_is_said_and_results_explain_no_trials(db, tmp_path):
+    """Issue 41, item 11: a config.json in a folder named for nothing (run-7/config.json) is the model its
+    `_name_or_path` names; a sequence past its max_position_embeddings is said with the limit (rotary: planned);
+    Results, filtered to it, says why it has no trial and how to measure it."""
+    import json
+
+    from engine.data.runs import RunFlags
+
+    config = json.loads(OLMO.read_text()) | {"_name_or_path": "student/olmo-1b-2k", "num_hidden_layers": 12}
+    (tmp_path / "run-7").mkdir()
+    path = tmp_path / "run-7" / "config.json"
+    path.write_text(json.dumps(config))
+
+    async def go():
+        app = make_app(db, model=str(path), run=RunFlags(tokens=100e9, seq_len=4096))
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked_on(pilot, app, "olmo-1b-2k+b256s4096")
+            assert app.screen.query_one("#model", Select).value == "olmo-1b-2k" and "run-7" not in text(app, "#title")
+            assert "sequence 4,096 is past the model config's max_position_embeddings (2,048): planned as asked" in \
+                " ".join(text(app, "#verdict").split())
+            await pilot.press("4")
+            await pilot.pause(0.3)
+            app.screen.query_one("#f-model", Select).value = "olmo-1b-2k"
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if "No trial" in text(app, "#results-words"):
+                    break
+            words = " ".join(text(app, "#results-words").split())
+            assert "0 trials" in text(app, "#results-status")
+            assert "No trial of olmo-1b-2k in this database: nobody measured it here" in words
+            assert f"tui-planner bench --model {path} --db mine.duckdb" in words and "--write" in words
+
+    asyncio.run(go())
+
+
 def test_results_say_which_run_a_row_is_for_and_export_follows_the_plans_run(db, tmp_path):
     import json
 

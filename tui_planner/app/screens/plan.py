@@ -448,6 +448,10 @@ class PlanScreen(WhatIfScreen):
                              f"{fmt.esc(unsold)}.")
             if result.missing:
                 lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
+            from engine.data.runs import position_note
+
+            if result.model is not None and (note := position_note(result.model, result.state.run.seq_len)):
+                lines.append(f"[yellow]Note:[/] {fmt.esc(note)}.")  # past learned positions: refused
             verdict.update(content("\n".join(lines)))
 
     def _show_option(self, index: int | None) -> None:
