@@ -194,7 +194,7 @@ def test_plan_what_if_keys_move_the_ranking(db):
             await pilot.press("m")
             await ranked(pilot, app)
             assert app.state.model != "pythia-1b" and app.screen.query_one("#model", Select).value == app.state.model
-            await pilot.press("M", "s")
+            await pilot.press("M", "f")
             await ranked(pilot, app, model="pythia-1b", sources=("measured", "paper"))
             assert "Buy" in text(app, "#verdict") or "Nothing" in text(app, "#verdict")
 
@@ -353,7 +353,7 @@ def test_measured_only_says_why_the_measured_gpus_are_not_options(db):
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("s", "s", "s")
+            await pilot.press("f", "f", "f")
             await ranked(pilot, app, sources=("measured",))
             verdict = text(app, "#verdict")
             assert "No results" in verdict
@@ -636,10 +636,37 @@ def test_help_lists_every_key_and_the_palette_runs_actions(db):
             # the palette in one voice: the screen, what the key does in words, the key (issue 41, item 13)
             titles = {str(c.title): c.help for c in app.get_system_commands(app.screen)}
             assert titles["Plan: Budget +$10k"] == "key []" and titles["Plan: Budget -$10k"] == "key ["
-            assert titles["Plan: Cycle which sources are trusted"] == "key s"
+            assert titles["Plan: Cycle which sources are trusted (the from column)"] == "key f"
+            assert titles["Plan: Every price with its date and source, stale ones marked, and how to override"] \
+                == "key $"
             assert not [t for t in titles if t.startswith("Plan: ") and not t[6].isupper()]
 
     asyncio.run(go())
+
+
+def test_a_key_means_one_thing_on_every_screen():
+    """Issue 41, item 13: s sorted Results but cycled the Plan's sources, r ran a benchmark but reversed a sort,
+    p paused a sweep but listed prices, k and l stopped and logged a sweep but moved on the chart. Across the
+    four screens and the app, a key is bound to one action (an action on the app is the same one wherever it
+    is bound), or to one meaning: f filters (the sources a ranking trusts; the rows Results shows); dialogs
+    are modal and keep their own (y, n, escape)."""
+    import importlib
+
+    from textual.binding import Binding
+
+    from tui_planner.app.screens.dialogs import SCREENS
+
+    meaning = {"sources": "filter", "focus_filters": "filter"}
+    actions: dict[str, set[str]] = {}
+    for _, module, cls in SCREENS:
+        for b in getattr(importlib.import_module(module), cls).BINDINGS:
+            if isinstance(b, Binding):
+                for key in b.key.split(","):
+                    action = b.action.removeprefix("app.")
+                    actions.setdefault(key.strip(), set()).add(meaning.get(action, action))
+    assert {k: a for k, a in actions.items() if len(a) > 1} == {}
+    assert actions["s"] == {"sort"} and actions["f"] == {"filter"} and actions["r"] == {"start"}
+    assert actions["p"] == {"pause"} and actions["dollar_sign"] == {"prices"} and actions["S"] == {"reverse"}
 
 
 # --- the benchmark screen: a real sweep -------------------------------------------------------------
@@ -1176,7 +1203,7 @@ def test_plan_shows_systems_bands_dated_prices_and_the_override_that_fixes_a_sta
             assert fmt_date(first["gpu_price_date"]) in option and "stale" in option
             verdict = text(app, "#verdict")
             assert "in a" in verdict and "over 12 months old" in verdict and f"{first['gpu']}=USD" in verdict
-            await pilot.press("p")  # every price with its date and source
+            await pilot.press("dollar_sign")  # every price with its date and source
             await pilot.pause(0.3)
             assert type(app.screen).__name__ == "PricesScreen"
             listing = str(app.screen.query_one("#price-list Static", Static).render())

@@ -358,7 +358,7 @@ def test_enter_on_a_plan_option_with_no_trial_opens_a_dialog_saying_why_it_is_no
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("s")  # measured and the paper: the paper's refused and implausible rows show
+            await pilot.press("f")  # measured and the paper: the paper's refused and implausible rows show
             await ranked(pilot, app, sources=("measured", "paper"))
             screen = app.screen
             index = next(i for i, r in enumerate(screen.option_rows) if not r.get("trial_id"))

@@ -357,5 +357,5 @@ def option_text(row: dict[str, Any]) -> str:
         lines.append(f"The paper's Table 1: {fmt.days(row['paper_days'])} days, implying MFU "
                      f"{fmt.mfu(row.get('paper_mfu'), row.get('paper_plausibility'))}")
     lines += ["", "[b]What next[/b]",
-              "  measure it on those GPUs (the Bench screen, 3), or allow another source (s) or GPU (g)"]
+              "  measure it on those GPUs (the Bench screen, 3), or allow another source (f) or GPU (g)"]
     return "\n".join(lines)

@@ -80,12 +80,12 @@ SOURCES_ROOM = 25  # the form's width less its padding and border
 
 
 def sources_line(sources: tuple[str, ...]) -> str:
-    """'Sources all (s)', as markup: the sources trusted, in the table's short words where the full ones
-    would not fit the form ('Sources meas+pred (s)')."""
+    """'Sources all (f)', as markup: the sources trusted, in the table's short words where the full ones
+    would not fit the form ('Sources meas+pred (f)')."""
     label = st.sources_label(sources)
-    if len(f"Sources {label} (s)") > SOURCES_ROOM:
+    if len(f"Sources {label} (f)") > SOURCES_ROOM:
         label = label.replace("measured", SOURCE_SHORT["measured"]).replace("predicted", SOURCE_SHORT["predicted"])
-    return f"Sources [b]{fmt.esc(label)}[/] [dim](s)[/]"
+    return f"Sources [b]{fmt.esc(label)}[/] [dim](f)[/]"
 
 
 def option_mark(r: dict) -> str:
@@ -143,7 +143,7 @@ def option_text(r: dict, source: bool = False, pick: dict | None = None) -> str:
     """The highlighted option under the table, as markup: its system, days (with where they come from when
     `source`: the table too narrow for its column), cost per run and the paper's figure beside; for another
     than the verdict's `pick`, what it trades against it; then its prices, each with its date and the start
-    of its source (p: all of them)."""
+    of its source ($: all of them)."""
     from tui_planner import views
     from tui_planner.glossary import SOURCE_WORDS
 
@@ -154,7 +154,7 @@ def option_text(r: dict, source: bool = False, pick: dict | None = None) -> str:
         else e(r["status"]))
     if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
         head += f"; paper {fmt.days(r['paper_days'])} d at MFU {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
-    stale = f" [yellow]{fmt.STALE_MARK} stale: p[/]" if r.get("price_stale") else ""
+    stale = f" [yellow]{fmt.STALE_MARK} stale: $[/]" if r.get("price_stale") else ""
     trade = trade_text(r, pick)
     return f"{head}\n" + (f"{trade}\n" if trade else "") + f"[dim]{e(views.price_text(r, source_limit=18))}[/]{stale}"
 
@@ -174,7 +174,7 @@ class PlanScreen(WhatIfScreen):
         Binding("escape", "focus_table", "Table", show=False, priority=True, tooltip="leave a field for the table"),
         Binding("enter", "details", "Details", show=False, priority=True,
                 tooltip="the result behind the highlighted option (in a field: apply it, back to the table)"),
-        Binding("p", "prices", "Prices", show=False,
+        Binding("dollar_sign", "prices", "Prices", show=False, key_display="$",
                 tooltip="every price with its date and source, stale ones marked, and how to override"),
         Binding("R", "reset", "Reset", show=False,
                 tooltip="reset the plan to the defaults (model, run, budget, deadline, sources, GPUs, prices)"),
@@ -207,7 +207,7 @@ class PlanScreen(WhatIfScreen):
                         ("deadline", "Deadline", "(days; none)", "days; empty: no deadline"),
                         ("lifespan", "Lifespan", "(years)", "years to amortise the hardware over"),
                         ("kwh", "$/kWh", f"(preset {kwh.usd_per_kwh:g})" if kwh else "(none)",
-                         "the electricity price; empty: the preset's dated one (p lists it), 0: no energy cost"),
+                         "the electricity price; empty: the preset's dated one ($ lists it), 0: no energy cost"),
                         ("prices", "Prices $", "(none: id=usd)",
                          "your prices: GPU (per GPU) or system, e.g. h100=25000 ws4=12k; the GPU list shows each "
                          "price used")):

@@ -88,7 +88,7 @@ class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
         Binding("s", "sort", "Sort", tooltip="cycle the sort column"),
-        Binding("r", "reverse", "Rev", tooltip="reverse the sort order", show=False),
+        Binding("S", "reverse", "Rev", tooltip="reverse the sort order", show=False),
         Binding("w", "findings", "Found", tooltip="what the highlighted row's search found: winner, median, "
                 "worst, the best memory-saving setting against free-lunch, the paper's pick"),
         Binding("o", "app.open_db", "Open", tooltip="browse another results file"),
