@@ -43,6 +43,14 @@ def test_presets_listing(capsys):
     assert data["electricity"]["usd_per_kwh"] > 0 and data["electricity"]["date"]
 
 
+def test_presets_footer_shows_the_tables_a_price_goes_in(capsys):
+    """Issue 41, item 17: the footer's [gpus.ID.price] / [systems.ID.price] were read as markup and vanished
+    ('or  /  in a presets file')."""
+    assert main(["presets", "--kind", "prices"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "or [gpus.ID.price] / [systems.ID.price] in a presets file" in out
+
+
 def test_default_prints_a_summary(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out

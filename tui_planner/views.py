@@ -121,7 +121,8 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
                 console.print(f"  {e(c.gpu)} on {e(c.provider)} ${c.usd_per_gpu_hour:.2f}/GPU-h, {when(c.date)}: "
                               f"{e(c.source)}")
         console.print(f"[dim]{fmt.STALE_MARK} older than 12 months: set today's price with rank --price ID=USD, "
-                      "the Plan screen's Prices field, or [gpus.ID.price] / [systems.ID.price] in a presets file.[/dim]")
+                      f"the Plan screen's Prices field, or {e('[gpus.ID.price]')} / {e('[systems.ID.price]')} in a "
+                      "presets file.[/dim]")
     console.print(f"[dim]preset files: {e(', '.join(presets.files))}[/dim]")
 
 
@@ -444,7 +445,7 @@ def verdict_lines(v: Any, model: str, budget: float, deadline: float | None, pri
     if (prices or brief) and (fix := stale_fix(buy)):
         if brief:  # the Plan screen: its Prices field and price list are a key away
             ids = " ".join(f"{i}=USD" for i in stale_ids(buy)) or "ID=USD"
-            fix = f"its price is over 12 months old: type today's in Prices (e: {ids}); p lists every price"
+            fix = f"its price is over 12 months old: type today's in Prices (e: {ids}); $ lists every price"
         lines.append(f"[yellow]{fmt.STALE_MARK} {e(fix)}[/]")
     if v.outcome == "met" and fastest is not None and fastest is not buy:
         lines.append(f"[yellow]Fastest[/] {option_name(fastest)} ({fmt.usd(fastest['hardware_cost_usd'])}): "
