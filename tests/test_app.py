@@ -697,7 +697,13 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             probed, cpu_models = screen.machine, screen.cpu_models
             screen._show_machine(Machine(host="here"))  # no torch: the hint's install command, not cut at 80
             await pilot.pause(0.1)
-            assert screen.query_one("#machine").size.height == 2 and "pip install '.[bench]'" in text(app, "#machine")
+            hint = " ".join(text(app, "#machine").split())
+            assert screen.query_one("#machine").size.height == 3 and "pip install '.[bench]'" in hint
+            # no GPU either: torch's CPU build first, not the CUDA build pip takes by default (issue 41, item 17)
+            assert "no GPU here: pip install torch --index-url https://download.pytorch.org/whl/cpu (CPU build" in hint
+            screen._show_machine(Machine(host="here", gpus=["NVIDIA H100"], memory_gb=[80.0]))  # a GPU: the extra alone
+            await pilot.pause(0.1)
+            assert "whl/cpu" not in text(app, "#machine") and "pip install '.[bench]'" in text(app, "#machine")
             screen._show_machine(probed, cpu_models)
             await pilot.pause(0.1)
             assert "cpu" in screen.request().presets[0]  # the shipped tiny models go to the trials
