@@ -168,7 +168,11 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
                     + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view
                     + (f"\n{req.nodes} machines a run over {e(presets.network(req.network).name)}" if req.nodes > 1
                        else "")
-                    + f"\nrun: {e(describe_run(model))}")
+                    + f"\nrun: {e(describe_run(model))}"
+                    # measured rows that are not an option, and why, above the options (issue 41, item 17: the
+                    # one-H100 cell measured was explained a hundred lines down, after every price)
+                    + (f"\n[yellow]measured, not an option[/] (no system sold takes them): {e(measured)}"
+                       if (measured := views.unsold_text(rows, measured_only=True)) else ""))
     for col in ("", "GPUs", "in", "hardware", "days", "band", "MFU", "$/run", "from", "paper"):
         # The paper's figure folds onto a second line where 80 columns are short, never cut.
         t.add_column(col, justify="right" if col in ("hardware", "days", "band", "MFU", "$/run") else "left",

@@ -396,6 +396,21 @@ def stale_ids(r: dict[str, Any]) -> list[str]:
                                 r.get("system_price_stale"))) if stale and i]
 
 
+def unsold_text(rows, measured_only: bool = False) -> str:
+    """The GPUs with a figure that are not an option because no system sold takes them so many at a time,
+    and why, as plain text ('1 x h100 (measured): h100 goes 4 or 8 to a system (...)'), as `rank` says it under its table: a
+    ranking of measured rows alone may have nothing else to show. `measured_only`: those measured alone (the
+    evidence a person looks for beside the options)."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for r in rows:
+        if r.get("system") is None and r.get("days") is not None and \
+                (not measured_only or r.get("source") == "measured"):
+            key = (str(r["gpu"]), str(r.get("source") or ""), (r.get("why") or "").split("; ")[0])
+            groups.setdefault(key, []).append(r["num_gpus"])
+    return "; ".join(f"{'/'.join(map(str, sorted(ns)))} x {gpu}" + (f" ({src})" if src else "") + f": {why}"
+                     for (gpu, src, why), ns in groups.items())
+
+
 def stale_fix(r: dict[str, Any]) -> str:
     """How to replace the stale prices of an option (plain text), or ''."""
     if not (r.get("gpu_price_stale") or r.get("system_price_stale")):

@@ -28,6 +28,7 @@ from engine.data.runs import is_image, tokens
 from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, Cell, Checks, Column, WhatIfScreen, layout
+from tui_planner.views import unsold_text
 from tui_planner.glossary import SOURCE_SHORT
 from tui_planner.app.text import content
 
@@ -104,21 +105,6 @@ def days_cell(r: dict) -> str:
         return r["status"]
     band = fmt.band(r.get("days_low"), r.get("days_high"))
     return f"{fmt.days(r['days'])} {band}" if band else fmt.days(r["days"])
-
-
-def unsold_text(rows, measured_only: bool = False) -> str:
-    """The GPUs with a figure that are not an option because no system sold takes them so many at a time,
-    and why, as plain text ('1 x h100 (measured): h100 goes 4 or 8 to a system (...)'), as `rank` says it: a
-    ranking of measured rows alone may have nothing else to show. `measured_only`: those measured alone (the
-    evidence a person looks for beside the options)."""
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for r in rows:
-        if r.get("system") is None and r.get("days") is not None and \
-                (not measured_only or r.get("source") == "measured"):
-            key = (str(r["gpu"]), str(r.get("source") or ""), (r.get("why") or "").split("; ")[0])
-            groups.setdefault(key, []).append(r["num_gpus"])
-    return "; ".join(f"{'/'.join(map(str, sorted(ns)))} x {gpu}" + (f" ({src})" if src else "") + f": {why}"
-                     for (gpu, src, why), ns in groups.items())
 
 
 def trade_text(r: dict, pick: dict | None) -> str:
