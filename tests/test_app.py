@@ -194,7 +194,7 @@ def test_plan_what_if_keys_move_the_ranking(db):
             await pilot.press("m")
             await ranked(pilot, app)
             assert app.state.model != "pythia-1b" and app.screen.query_one("#model", Select).value == app.state.model
-            await pilot.press("M", "s")
+            await pilot.press("M", "f")
             await ranked(pilot, app, model="pythia-1b", sources=("measured", "paper"))
             assert "Buy" in text(app, "#verdict") or "Nothing" in text(app, "#verdict")
 
@@ -293,6 +293,9 @@ def test_x_writes_the_plan_as_a_report_and_says_where_and_a_screenshot_makes_its
     lines = list(csv.DictReader(io.StringIO(files[0].read_text())))
     assert [(int(x["num_gpus"]), x["gpu"]) for x in lines] == [(r["num_gpus"], r["gpu"]) for r in options]
     assert all(x["evidence"] and x["gpu_price_date"] and x["run"].startswith("300B") for x in lines)
+    # issue 41, item 6: a capped MFU is marked in both, and said to be the line, not an estimate
+    assert [x["capped"] == "True" for x in lines] == [bool(r["capped"]) for r in options] and lines[0]["capped"] == "True"
+    assert "| 60%^ |" in md and "capped at this generation's line (not an estimate)" in md
     svg = files[2].read_text()
     assert svg.startswith("<svg") and "Buy" in svg and "60,000" in svg
     shots = list(downloads.iterdir())
@@ -350,7 +353,7 @@ def test_measured_only_says_why_the_measured_gpus_are_not_options(db):
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("s", "s", "s")
+            await pilot.press("f", "f", "f")
             await ranked(pilot, app, sources=("measured",))
             verdict = text(app, "#verdict")
             assert "No results" in verdict
@@ -661,10 +664,37 @@ def test_help_lists_every_key_and_the_palette_runs_actions(db):
             # the palette in one voice: the screen, what the key does in words, the key (issue 41, item 13)
             titles = {str(c.title): c.help for c in app.get_system_commands(app.screen)}
             assert titles["Plan: Budget +$10k"] == "key []" and titles["Plan: Budget -$10k"] == "key ["
-            assert titles["Plan: Cycle which sources are trusted"] == "key s"
+            assert titles["Plan: Cycle which sources are trusted (the from column)"] == "key f"
+            assert titles["Plan: Every price with its date and source, stale ones marked, and how to override"] \
+                == "key $"
             assert not [t for t in titles if t.startswith("Plan: ") and not t[6].isupper()]
 
     asyncio.run(go())
+
+
+def test_a_key_means_one_thing_on_every_screen():
+    """Issue 41, item 13: s sorted Results but cycled the Plan's sources, r ran a benchmark but reversed a sort,
+    p paused a sweep but listed prices, k and l stopped and logged a sweep but moved on the chart. Across the
+    four screens and the app, a key is bound to one action (an action on the app is the same one wherever it
+    is bound), or to one meaning: f filters (the sources a ranking trusts; the rows Results shows); dialogs
+    are modal and keep their own (y, n, escape)."""
+    import importlib
+
+    from textual.binding import Binding
+
+    from tui_planner.app.screens.dialogs import SCREENS
+
+    meaning = {"sources": "filter", "focus_filters": "filter"}
+    actions: dict[str, set[str]] = {}
+    for _, module, cls in SCREENS:
+        for b in getattr(importlib.import_module(module), cls).BINDINGS:
+            if isinstance(b, Binding):
+                for key in b.key.split(","):
+                    action = b.action.removeprefix("app.")
+                    actions.setdefault(key.strip(), set()).add(meaning.get(action, action))
+    assert {k: a for k, a in actions.items() if len(a) > 1} == {}
+    assert actions["s"] == {"sort"} and actions["f"] == {"filter"} and actions["r"] == {"start"}
+    assert actions["p"] == {"pause"} and actions["dollar_sign"] == {"prices"} and actions["S"] == {"reverse"}
 
 
 # --- the benchmark screen: a real sweep -------------------------------------------------------------
@@ -695,7 +725,13 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             probed, cpu_models = screen.machine, screen.cpu_models
             screen._show_machine(Machine(host="here"))  # no torch: the hint's install command, not cut at 80
             await pilot.pause(0.1)
-            assert screen.query_one("#machine").size.height == 2 and "pip install '.[bench]'" in text(app, "#machine")
+            hint = " ".join(text(app, "#machine").split())
+            assert screen.query_one("#machine").size.height == 3 and "pip install '.[bench]'" in hint
+            # no GPU either: torch's CPU build first, not the CUDA build pip takes by default (issue 41, item 17)
+            assert "no GPU here: pip install torch --index-url https://download.pytorch.org/whl/cpu (CPU build" in hint
+            screen._show_machine(Machine(host="here", gpus=["NVIDIA H100"], memory_gb=[80.0]))  # a GPU: the extra alone
+            await pilot.pause(0.1)
+            assert "whl/cpu" not in text(app, "#machine") and "pip install '.[bench]'" in text(app, "#machine")
             screen._show_machine(probed, cpu_models)
             await pilot.pause(0.1)
             assert "cpu" in screen.request().presets[0]  # the shipped tiny models go to the trials
@@ -1201,7 +1237,7 @@ def test_plan_shows_systems_bands_dated_prices_and_the_override_that_fixes_a_sta
             assert fmt_date(first["gpu_price_date"]) in option and "stale" in option
             verdict = text(app, "#verdict")
             assert "in a" in verdict and "over 12 months old" in verdict and f"{first['gpu']}=USD" in verdict
-            await pilot.press("p")  # every price with its date and source
+            await pilot.press("dollar_sign")  # every price with its date and source
             await pilot.pause(0.3)
             assert type(app.screen).__name__ == "PricesScreen"
             listing = str(app.screen.query_one("#price-list Static", Static).render())
@@ -1409,6 +1445,41 @@ def test_app_opens_on_a_config_json_and_a_run_from_the_command_line(db):
         make_app(db, model="vit-large", run=RunFlags(tokens=1e9))
     with pytest.raises(PlannerError):
         make_app(db, model="no/such/config.json")
+
+
+def test_an_own_config_is_named_as_it_says_its_sequence_limit_is_said_and_results_explain_no_trials(db, tmp_path):
+    """Issue 41, item 11: a config.json in a folder named for nothing (run-7/config.json) is the model its
+    `_name_or_path` names; a sequence past its max_position_embeddings is said with the limit (rotary: planned);
+    Results, filtered to it, says why it has no trial and how to measure it."""
+    import json
+
+    from engine.data.runs import RunFlags
+
+    config = json.loads(OLMO.read_text()) | {"_name_or_path": "student/olmo-1b-2k", "num_hidden_layers": 12}
+    (tmp_path / "run-7").mkdir()
+    path = tmp_path / "run-7" / "config.json"
+    path.write_text(json.dumps(config))
+
+    async def go():
+        app = make_app(db, model=str(path), run=RunFlags(tokens=100e9, seq_len=4096))
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked_on(pilot, app, "olmo-1b-2k+b256s4096")
+            assert app.screen.query_one("#model", Select).value == "olmo-1b-2k" and "run-7" not in text(app, "#title")
+            assert "sequence 4,096 is past the model config's max_position_embeddings (2,048): planned as asked" in \
+                " ".join(text(app, "#verdict").split())
+            await pilot.press("4")
+            await pilot.pause(0.3)
+            app.screen.query_one("#f-model", Select).value = "olmo-1b-2k"
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if "No trial" in text(app, "#results-words"):
+                    break
+            words = " ".join(text(app, "#results-words").split())
+            assert "0 trials" in text(app, "#results-status")
+            assert "No trial of olmo-1b-2k in this database: nobody measured it here" in words
+            assert f"tui-planner bench --model {path} --db mine.duckdb" in words and "--write" in words
+
+    asyncio.run(go())
 
 
 def test_results_say_which_run_a_row_is_for_and_export_follows_the_plans_run(db, tmp_path):

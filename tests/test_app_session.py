@@ -180,7 +180,7 @@ def test_the_app_reopens_on_the_last_plan_flags_win_and_r_resets(db, tmp_path, m
         app = make_app(db, remember=True)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("right_square_bracket", "s", "g", "space", "escape")
+            await pilot.press("right_square_bracket", "f", "g", "space", "escape")
             await pilot.press("e", *["tab"] * 4, *"h100=25k", "enter")
             await ranked(pilot, app, budget_usd=60_000, price_overrides=(("h100", 25_000.0),))
             return app.state

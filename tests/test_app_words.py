@@ -43,7 +43,7 @@ async def detail_loaded(pilot, app) -> str:
 
 PRINTED = ("FL", "naive", "ckpt", "ckpt?", "shard?", "zero1", "zero2", "zero3", "fsdp2", "fsdp3", "offload",
            "MFU", "band", "T1", "T4", "meas", "pred", "$/run", "vs FL", "8x32", "°", "in", "!", "!!", "d", "?",
-           "$", "infeasible", "oom", "memory", "dominated", "refused", "superseded", "†", "Pareto", "u")
+           "$", "infeasible", "oom", "memory", "dominated", "refused", "superseded", "†", "Pareto", "u", "^")
 
 
 @pytest.mark.parametrize("term", PRINTED)
@@ -104,8 +104,15 @@ def test_rank_legend_explains_every_abbreviation_it_prints_and_cuts_nothing_at_8
             assert f"{mark} " in legend, mark
         assert m.group(2) in legend, m.group(2)  # the system: ws2, 2U, HGX
     for word in ("ws2/ws4", "2U/4U", "HGX", "band:", "MFU:", "! above", "!! above 100%", "$/run:", "from:",
-                 "pred predicted", "micro-batch A x B", "free-lunch ="):
+                 "pred predicted", "micro-batch A x B", "free-lunch =",
+                 "^ a prediction capped at that line (60%^: capped at this generation's line, not an estimate)"):
         assert word in legend, word
+    # issue 41, item 6: a predicted MFU held at its generation's line is marked where it is printed
+    mfu = {m.group(1): next(w for w in line.split() if "%" in w) for line in table.splitlines()
+           if (m := re.search(r" (\d+x \S+) ", line)) and "%" in line}  # the first % on a line is its MFU
+    assert mfu["4x rtx6000ada"] == "60%^" and mfu["2x a100pcie"] == "65%^"  # the RTX and A100 lines, capped
+    assert mfu["1x h100nvl"] == "57%" and mfu["4x h100"].endswith("%")  # estimates: no mark
+    assert "MFU 60%^ capped at this generation's line (not an estimate)" in " ".join(out[out.index("Buy"):].split())
 
 
 def test_results_command_keeps_the_gpu_count_at_80_columns_and_says_what_its_columns_mean(db, capsys, monkeypatch):
@@ -143,6 +150,11 @@ def test_results_command_shows_a_predictions_band_and_keeps_it_in_json_only_wher
 
 def _cells(table: DataTable) -> list[list[str]]:
     return [[table.get_cell_at((i, j)).plain for j in range(len(table.columns))] for i in range(table.row_count)]
+
+
+def _column(table: DataTable, key: str) -> list[str]:
+    j = table.get_column_index(key)
+    return [table.get_cell_at((i, j)).plain.strip() for i in range(table.row_count)]
 
 
 def test_results_columns_share_the_width_cut_nothing_at_80_and_widen_at_120(db):
@@ -185,16 +197,28 @@ def test_plan_columns_share_the_width_cut_nothing_at_80_keep_mfu_at_60_and_widen
             table = app.screen.query_one("#ranking", DataTable)
             assert labels(table) == ["", "GPUs", "in", "cost", "days", "MFU", "from"]
             assert not any("…" in cell for row in _cells(table) for cell in row), "a cell is cut at 80 columns"
+            # issue 41, item 6: a predicted MFU held at its generation's line (60%; A100 65%) reads 60^ (at 80
+            # columns the % goes so the days keep their figure beside the band: item 7), 60%^ where there is room
+            def mfu() -> dict[str, str]:
+                return {r["gpu"] + str(r["num_gpus"]): cell
+                        for r, cell in zip(app.screen.option_rows, _column(table, "mfu"))}
+
+            assert mfu()["rtx6000ada4"] == "60^" and mfu()["a100pcie2"] == "65^" and mfu()["h100nvl1"] == "57"
+            assert " " in _column(table, "days")[0]  # '25.2 25-43'
+            assert "MFU 60%^ capped at this generation's line (not an estimate)" in \
+                " ".join(shown(app.screen.query_one("#verdict", Static)).split())
             assert sum(c.width for c in table.columns.values()) < table.size.width  # no sideways scrolling
             assert "(predicted)" not in shown(app.screen.query_one("#option", Static))  # the column says it
             await pilot.resize_terminal(60, 20)
             await settle(pilot, lambda: "from" not in labels(table))
             assert {"GPUs", "cost", "days", "MFU"} <= set(labels(table))
+            assert _column(table, "mfu")[0] == "60^"  # the mark stays where 60 columns are short (the % goes)
             assert sum(c.width for c in table.columns.values()) <= table.size.width - 1  # its scrollbar
             assert "(predicted)" in shown(app.screen.query_one("#option", Static))  # the source, said below
             await pilot.resize_terminal(*WIDE)
             await settle(pilot, lambda: "$/run" in labels(table))
             assert {"in", "from"} <= set(labels(table))
+            assert mfu()["rtx6000ada4"] == "60%^" and mfu()["a100pcie2"] == "65%^" and mfu()["h100nvl1"] == "57%"
 
     asyncio.run(go())
 
@@ -227,6 +251,7 @@ def _trial(db, where: str) -> str:
 
 def test_a_predicted_trial_reads_top_down_and_x_says_why_it_cannot_export_before_asking(db):
     trial = _trial(db, "source = 'predicted' AND days IS NOT NULL AND model = 'pythia-1b'")
+    capped = _trial(db, "source = 'predicted' AND model = 'pythia-1b' AND gpu = 'rtx6000ada' AND num_gpus = 4")
 
     async def go():
         app = make_app(db)
@@ -241,6 +266,11 @@ def test_a_predicted_trial_reads_top_down_and_x_says_why_it_cannot_export_before
             assert "tui-planner bench --model pythia-1b" in body
             raw = app.screen.query_one("#detail-raw", Collapsible)
             assert raw.collapsed and '"explanation"' in shown(app.screen.query_one("#detail-raw-body", Static))
+            assert "^" not in body.split("Run ")[0]  # not capped: its MFU is the estimate
+            app.push_screen(TrialDetail(capped))  # issue 41, item 6: a capped one says so on its first lines
+            head = (await detail_loaded(pilot, app)).split("Run ")[0]
+            assert "MFU 60%^" in head and "^ capped at this generation's line (60%), not an estimate" in head
+            await pilot.press("escape")
             await pilot.press("x")
             await pilot.pause(0.2)
             assert isinstance(app.screen, TrialDetail), "x asked for a folder on a row it cannot export"
@@ -328,7 +358,7 @@ def test_enter_on_a_plan_option_with_no_trial_opens_a_dialog_saying_why_it_is_no
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("s")  # measured and the paper: the paper's refused and implausible rows show
+            await pilot.press("f")  # measured and the paper: the paper's refused and implausible rows show
             await ranked(pilot, app, sources=("measured", "paper"))
             screen = app.screen
             index = next(i for i, r in enumerate(screen.option_rows) if not r.get("trial_id"))

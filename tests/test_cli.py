@@ -43,6 +43,24 @@ def test_presets_listing(capsys):
     assert data["electricity"]["usd_per_kwh"] > 0 and data["electricity"]["date"]
 
 
+def test_presets_footer_shows_the_tables_a_price_goes_in(capsys):
+    """Issue 41, item 17: the footer's [gpus.ID.price] / [systems.ID.price] were read as markup and vanished
+    ('or  /  in a presets file')."""
+    assert main(["presets", "--kind", "prices"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "or [gpus.ID.price] / [systems.ID.price] in a presets file" in out
+
+
+def test_rank_says_above_its_table_why_a_measured_cell_is_not_an_option(capsys, monkeypatch):
+    """Issue 41, item 17: one H100 SXM, measured, is no option (no system sold takes one): said above the
+    options, not after every price a hundred lines down."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["rank", "--model", "pythia-1b", "--budget", "50000"]) == 0
+    above = " ".join(capsys.readouterr().out.split(" GPUs ")[0].split())  # before the table's header
+    assert "measured, not an option (no system sold takes them):" in above
+    assert "1 x h100 (measured): h100 goes 4 or 8 to a system" in above
+
+
 def test_default_prints_a_summary(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out

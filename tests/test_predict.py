@@ -3,6 +3,7 @@ leave-one-out on a synthetic measured set, the sweep's memory skip, and the pred
 
 import dataclasses
 import json
+import re
 import math
 import subprocess
 import sys
@@ -609,6 +610,15 @@ def test_predict_command_prints_terms_writes_and_validates(tmp_path, capsys):
     assert main(["predict", "--validate"]) == 0
     out = capsys.readouterr().out
     assert "median |error|" in out and "worst" in out and "memory model" in out
+    # issue 41, item 17: the counts agree (the title's configurations, those predicted, those not), and the
+    # target is said to be met or missed, not only printed
+    flat = " ".join(out.split())
+    total = int(re.search(r"over (\d+) distinct measured configurations", flat).group(1))
+    predicted, of = map(int, re.search(r"over the (\d+) of (\d+) configurations predicted", flat).groups())
+    assert of == total and predicted == total - flat.count("measured, but not predicted:")
+    worst = float(re.search(r"best setting per cell: median [\d.]+%, worst ([\d.]+)%", flat).group(1))
+    said = re.search(r"target \(best setting per cell: median < 15%, none > 40%\): (met|missed)", flat).group(1)
+    assert worst <= 40 or (said == "missed" and "above 40% (" in flat)
 
 
 def test_shipped_database_ranks_predicted_rows_for_gpus_without_data(capsys):

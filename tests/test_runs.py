@@ -84,6 +84,45 @@ def test_an_encoder_cannot_run_past_its_learned_positions(presets):
         with_run(presets.model("roberta-large"), RunFlags(seq_len=4096))
 
 
+def test_a_sequence_past_the_configs_positions_is_refused_or_said_naming_the_limit(presets, tmp_path, capsys):
+    """Issue 41, item 11: GPT-2's learned positions (n_positions) end at 1,024: a longer sequence is refused,
+    naming the limit (it was planned silently); rotary positions run past max_position_embeddings, so such a
+    run is planned and the command says so, with the limit."""
+    from engine.data.runs import position_note
+
+    gpt2 = tmp_path / "gpt2-small.json"
+    gpt2.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                                "vocab_size": 50257, "n_positions": 1024, "architectures": ["GPT2LMHeadModel"]}))
+    _, m = model_for(presets, str(gpt2))
+    assert m.seq_len == 1024  # its own run fits its positions
+    with pytest.raises(PlannerError, match=r"--seq-len 2048: gpt2-small has learned positions for 1,024 tokens at "
+                                           r"most \(its config's n_positions = 1,024\)"):
+        model_for(presets, str(gpt2), RunFlags(seq_len=2048))
+    code, _, err = run_cli(capsys, "rank", "--model", str(gpt2), "--seq-len", "2048", "--budget", "50000")
+    assert code == 2 and "n_positions = 1,024" in err
+    olmo = presets.model("olmo-1b")  # rotary, max_position_embeddings 2,048
+    assert position_note(olmo, 2048) is None and position_note(olmo, None) is None
+    assert position_note(olmo, 4096).startswith("sequence 4,096 is past the model config's max_position_embeddings "
+                                                "(2,048): planned as asked")
+    code, out, err = run_cli(capsys, "rank", "--model", str(CONFIGS / "olmo-1b.json"), "--seq-len", "4096",
+                             "--tokens", "100B", "--budget", "50000", "--format", "json")
+    assert code == 0 and json.loads(out) and "note: sequence 4,096 is past the model config's " \
+        "max_position_embeddings (2,048)" in err
+
+
+def test_a_config_is_named_by_what_it_calls_its_model_not_its_folder(tmp_path):
+    from engine.data.runs import config_id
+
+    mine = tmp_path / "checkpoints" / "config.json"
+    assert config_id(mine, {"_name_or_path": "student/llama-1b-2k"}) == "llama-1b-2k"
+    assert config_id(mine, {"_name_or_path": "/data/runs/step-5000/"}) == "step-5000"
+    assert config_id(tmp_path / "my-llama.json", {}) == "my-llama"
+    hub = tmp_path / "hub" / "models--meta-llama--Llama-3.2-1B" / "snapshots" / "4e20de36" / "config.json"
+    assert config_id(hub, {}) == "Llama-3.2-1B"  # Hugging Face's cache: the repository, not the commit
+    assert config_id(mine, {"_name_or_path": ""}) == "checkpoints"  # nothing else names it
+    assert config_id(mine, {"_name_or_path": "a/[b]\x1b;x"}) == "b-x"  # an id's letters only
+
+
 # --- a model from its config.json alone ---------------------------------------------------------------
 
 

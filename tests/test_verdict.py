@@ -95,7 +95,7 @@ def test_a_stale_price_says_how_to_give_todays():
     text = _text(views.verdict_lines(decide([r], 120), "m", 20_000, 120))
     assert "--price rtx3090=USD" in text and "Prices field" in text and "presets" in text
     brief = _text(views.verdict_lines(decide([r], 120), "m", 20_000, 120, brief=True))
-    assert "rtx3090=USD" in brief and "p lists every price" in brief
+    assert "rtx3090=USD" in brief and "$ lists every price" in brief
 
 
 def test_a_plausible_paper_figure_slower_than_the_prediction_widens_the_band():

@@ -169,7 +169,17 @@ def run_flags(args: argparse.Namespace):
 
 
 def resolve_model(args: argparse.Namespace, presets):
-    """(presets with the model on your run, that model) for `--model` and the run flags."""
-    from engine.data.runs import model_for
+    """(presets with the model on your run, that model) for `--model` and the run flags. A --seq-len past the
+    context a config declares for rotary positions is planned, and said on stderr (past learned positions,
+    model_for refuses it)."""
+    import sys
 
-    return model_for(presets, args.model, run_flags(args))
+    from engine.data.runs import model_for, position_note
+    from tui_planner.format import visible
+
+    flags = run_flags(args)
+    presets, model = model_for(presets, args.model, flags)
+    note = position_note(model, flags.seq_len)  # the run's model has the config of the one it was made from
+    if note:
+        print(f"note: {visible(note)}", file=sys.stderr)
+    return presets, model

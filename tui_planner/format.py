@@ -80,6 +80,9 @@ def console(**kw: Any) -> Console:
 
 
 FLAG_MARK = {"implausible": "!", "impossible": "!!"}
+# A predicted MFU held at its GPU generation's plausible line (engine/predict/predictor.py): the model came
+# out faster than any synchronized training on that generation, so the figure is the line, not an estimate.
+CAPPED_MARK = "^"
 
 
 # Past this many days (2,700 years) a figure is a broken row or a joke, not a plan: shown in scientific
@@ -97,11 +100,14 @@ def days(value: float | None) -> str:
     return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
 
 
-def mfu(value: float | None, flag: str | None = None) -> str:
+def mfu(value: float | None, flag: str | None = None, capped: bool = False) -> str:
+    """'56%', '65%!' (above its generation's plausible line), '60%^' (a prediction capped at that line)."""
     if value is None:
         return "—"
     text = f"{value:.0%}" if value >= 0.1 else f"{value:.1%}"
-    return f"{text}{FLAG_MARK[flag]}" if flag in FLAG_MARK else text
+    if flag in FLAG_MARK:
+        return f"{text}{FLAG_MARK[flag]}"
+    return f"{text}{CAPPED_MARK}" if capped else text
 
 
 def duration(seconds: float) -> str:

@@ -238,8 +238,8 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     console.print(f"[bold]{e(chosen.label)}[/], how it is derived:" if only else
                   f"fastest: [bold]{e(chosen.label)}[/], how it is derived:")
     _lines(console, chosen.lines + [f"basis: {chosen.basis}"])
-    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at 60% MFU. Check it: "
-                  "tui-planner predict --validate[/]")
+    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at this GPU generation's plausible "
+                  "line (60%; A100 65%): the line, not an estimate. Check it: tui-planner predict --validate[/]")
 
 
 def _lines(console: Console, lines: list[str]) -> None:
@@ -312,9 +312,21 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
     if m["median_abs"] is None:
         console.print("[yellow]No measured cell to validate against: measure with `tui-planner bench`.[/]")
     else:
-        console.print(f"median |error| {m['median_abs']:.1%}, worst {m['worst_abs']:.1%} over {len(m['errors'])} "
-                      f"configurations; best setting per cell: median {m['best_median_abs']:.1%}, worst "
-                      f"{m['best_worst_abs']:.1%} over {m['cells']} cells (target: median < 15%, none > 40%)")
+        # the counts the title gave: those with no prediction are listed below, not in the errors
+        unpredicted = len(m["checks"]) - len(m["errors"])
+        console.print(f"median |error| {m['median_abs']:.1%}, worst {m['worst_abs']:.1%} over the {len(m['errors'])} "
+                      f"of {len(m['checks'])} configurations predicted"
+                      + (f" ({unpredicted} measured but not predicted: below)" if unpredicted else "")
+                      + f"; best setting per cell: median {m['best_median_abs']:.1%}, worst "
+                      f"{m['best_worst_abs']:.1%} over {len(m['best_errors'])} cells")
+        target = m["target"]
+        above = "; ".join(f"{e(cell)} {fmt.change(err)}" for cell, err in
+                          sorted(target["cells_above"].items(), key=lambda x: -abs(x[1])))
+        console.print(f"target (best setting per cell: median < {target['median_below']:.0%}, none > "
+                      f"{target['none_above']:.0%}): " + ("[green]met[/]" if target["met"] else "[bold red]missed[/]"
+                      + (f": {len(target['cells_above'])} cell{'s' if len(target['cells_above']) > 1 else ''} "
+                         f"above {target['none_above']:.0%} ({above})" if above
+                         else f": median {m['best_median_abs']:.1%}")))
         console.print(f"micro-batch (measured / predicted): {m['micro_batch_agree']} of {m['micro_batch_checked']} agree")
     for miss in m["missed"]:
         console.print(f"[yellow]measured, but not predicted:[/] {e(miss)}", highlight=False)

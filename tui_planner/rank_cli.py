@@ -40,7 +40,7 @@ JSON_FIELDS = ("gpu", "num_gpus", "system", "system_name", "hardware_cost_usd", 
                "price_stale", "days", "days_low", "days_high", "deadline_verdict", "extrapolated",
                "cost_per_experiment_usd", "energy_usd", "kwh_price_usd", "lifespan_years", "rent_usd",
                "rent_provider", "rent_date", "buy_or_rent", "within_budget", "within_deadline", "source", "status",
-               "why", "config", "pareto", "mfu", "plausibility", "paper_days", "paper_mfu", "paper_plausibility",
+               "why", "config", "pareto", "mfu", "plausibility", "capped", "paper_days", "paper_mfu", "paper_plausibility",
                "trial_id", "basis")
 
 
@@ -109,7 +109,9 @@ def legend(req, options: list[dict], energy: str) -> list[str]:
         "days: training days for the run; band: a prediction's low-high days (its likely range; measured and "
         "paper figures have none)",
         "MFU: model FLOPs utilisation, the share of the GPU's peak 16-bit math used (40-55% is good); ! above "
-        "its GPU generation's plausible line (60%; A100 65%), !! above 100%: too fast to be true",
+        "its GPU generation's plausible line (60%; A100 65%), !! above 100%: too fast to be true"
+        + ("; ^ a prediction capped at that line (60%^: capped at this generation's line, not an estimate)"
+           if any(r.get("capped") for r in options) else ""),
         f"$/run: cost per experiment: hardware x days / {life} + {energy}",
         "from: " + "  ".join(fmt.esc(words.get(s, s)) for s in sources if s),
         "paper: the paper's Table 1 days and implied MFU for the cell, shown beside, not ranked on",
@@ -166,7 +168,11 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
                     + (f", deadline {req.deadline_days:g} days" if req.deadline_days else "") + view
                     + (f"\n{req.nodes} machines a run over {e(presets.network(req.network).name)}" if req.nodes > 1
                        else "")
-                    + f"\nrun: {e(describe_run(model))}")
+                    + f"\nrun: {e(describe_run(model))}"
+                    # measured rows that are not an option, and why, above the options (issue 41, item 17: the
+                    # one-H100 cell measured was explained a hundred lines down, after every price)
+                    + (f"\n[yellow]measured, not an option[/] (no system sold takes them): {e(measured)}"
+                       if (measured := views.unsold_text(rows, measured_only=True)) else ""))
     for col in ("", "GPUs", "in", "hardware", "days", "band", "MFU", "$/run", "from", "paper"):
         # The paper's figure folds onto a second line where 80 columns are short, never cut.
         t.add_column(col, justify="right" if col in ("hardware", "days", "band", "MFU", "$/run") else "left",
@@ -183,7 +189,7 @@ def _run(args: argparse.Namespace, store, presets, model) -> int:
         t.add_row(mark(r), f"{gpus} {e(r['gpu'])}", e(r["system_short"]), cost,
                   fmt.days(r["days"]) if has else e(r["status"]),
                   fmt.band(r["days_low"], r["days_high"]) if has else "",
-                  fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
+                  fmt.mfu(r["mfu"], r["plausibility"], r.get("capped")) if has else "—",
                   fmt.usd(r["cost_per_experiment_usd"]).lstrip("$") if has else "—",
                   e((r["source"] or "—").replace("paper-table", "T").replace("predicted", "pred")
                     .replace("measured", "meas")), e(paper), style=style)

@@ -24,7 +24,7 @@ _MD = re.compile(r"([\\`*_\[\]<>|~$])")
 
 CSV_FIELDS = ("rank", "mark", "model", "run", "gpu", "num_gpus", "system", "system_name", "hardware_cost_usd",
               "days", "days_low", "days_high", "deadline_verdict", "within_budget", "pareto",
-              "cost_per_experiment_usd", "mfu", "plausibility", "source", "evidence", "config", "status", "why",
+              "cost_per_experiment_usd", "mfu", "plausibility", "capped", "source", "evidence", "config", "status", "why",
               "gpu_price_usd", "gpu_price_date", "gpu_price_source", "gpu_price_stale", "system_price_usd",
               "system_price_date", "system_price_source", "system_price_stale", "paper_days", "paper_mfu",
               "trial_id")
@@ -95,7 +95,7 @@ def markdown(rows: Sequence[dict], state: Any, presets: Any, on_run: Any, db: An
                  fmt.usd(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r.get("price_stale") else ""),
                  fmt.days(r["days"]) if has else r.get("status") or "",
                  fmt.band(r.get("days_low"), r.get("days_high")) if has else "",
-                 r.get("deadline_verdict") or "", fmt.mfu(r.get("mfu"), r.get("plausibility")) if has else "",
+                 r.get("deadline_verdict") or "", fmt.mfu(r.get("mfu"), r.get("plausibility"), r.get("capped")) if has else "",
                  fmt.usd(r.get("cost_per_experiment_usd")) if has else "", r.get("source") or "",
                  views.evidence(r) + (f"; {r['config']}" if r.get("config") else "") if has else r.get("why") or ""]
         out.append("| " + " | ".join(md(c) for c in cells) + " |")

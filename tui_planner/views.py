@@ -121,7 +121,8 @@ def print_presets(presets: Presets, kind: str, console: Console | None = None) -
                 console.print(f"  {e(c.gpu)} on {e(c.provider)} ${c.usd_per_gpu_hour:.2f}/GPU-h, {when(c.date)}: "
                               f"{e(c.source)}")
         console.print(f"[dim]{fmt.STALE_MARK} older than 12 months: set today's price with rank --price ID=USD, "
-                      "the Plan screen's Prices field, or [gpus.ID.price] / [systems.ID.price] in a presets file.[/dim]")
+                      f"the Plan screen's Prices field, or {e('[gpus.ID.price]')} / {e('[systems.ID.price]')} in a "
+                      "presets file.[/dim]")
     console.print(f"[dim]preset files: {e(', '.join(presets.files))}[/dim]")
 
 
@@ -352,7 +353,9 @@ def evidence(r: dict[str, Any]) -> str:
     prediction's band and, where nobody measured its GPU generation, that it is extrapolated; the paper's
     figure for the cell beside it when the cell is ranked on something else."""
     src = (r.get("source") or "").replace("paper-table", "paper Table ")
-    mfu = f"MFU {fmt.mfu(r['mfu'], r.get('plausibility'))}" if r.get("mfu") is not None else ""
+    mfu = f"MFU {fmt.mfu(r['mfu'], r.get('plausibility'), r.get('capped'))}" if r.get("mfu") is not None else ""
+    if r.get("capped") and mfu:
+        mfu += " capped at this generation's line (not an estimate)"
     if r.get("plausibility") in fmt.FLAG_MARK:
         text = f"{src}: {mfu} is {r['plausibility']}, expect longer"
     elif src == "predicted":
@@ -391,6 +394,21 @@ def stale_ids(r: dict[str, Any]) -> list[str]:
     return [i for i, stale in ((r["gpu"], r.get("gpu_price_stale")),
                                (r.get("system") if r.get("system_kind") != "paper" else None,
                                 r.get("system_price_stale"))) if stale and i]
+
+
+def unsold_text(rows, measured_only: bool = False) -> str:
+    """The GPUs with a figure that are not an option because no system sold takes them so many at a time,
+    and why, as plain text ('1 x h100 (measured): h100 goes 4 or 8 to a system (...)'), as `rank` says it under its table: a
+    ranking of measured rows alone may have nothing else to show. `measured_only`: those measured alone (the
+    evidence a person looks for beside the options)."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for r in rows:
+        if r.get("system") is None and r.get("days") is not None and \
+                (not measured_only or r.get("source") == "measured"):
+            key = (str(r["gpu"]), str(r.get("source") or ""), (r.get("why") or "").split("; ")[0])
+            groups.setdefault(key, []).append(r["num_gpus"])
+    return "; ".join(f"{'/'.join(map(str, sorted(ns)))} x {gpu}" + (f" ({src})" if src else "") + f": {why}"
+                     for (gpu, src, why), ns in groups.items())
 
 
 def stale_fix(r: dict[str, Any]) -> str:
@@ -442,7 +460,7 @@ def verdict_lines(v: Any, model: str, budget: float, deadline: float | None, pri
     if (prices or brief) and (fix := stale_fix(buy)):
         if brief:  # the Plan screen: its Prices field and price list are a key away
             ids = " ".join(f"{i}=USD" for i in stale_ids(buy)) or "ID=USD"
-            fix = f"its price is over 12 months old: type today's in Prices (e: {ids}); p lists every price"
+            fix = f"its price is over 12 months old: type today's in Prices (e: {ids}); $ lists every price"
         lines.append(f"[yellow]{fmt.STALE_MARK} {e(fix)}[/]")
     if v.outcome == "met" and fastest is not None and fastest is not buy:
         lines.append(f"[yellow]Fastest[/] {option_name(fastest)} ({fmt.usd(fastest['hardware_cost_usd'])}): "

@@ -269,6 +269,20 @@ def deepspeed_import_error(timeout_s: float = 120.0) -> str | None:
     return why[:300]
 
 
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def torch_missing(gpus: bool) -> str:
+    """How to install torch for benchmarking, as plain text. pip's torch on Linux is the CUDA build (several
+    GB with its nvidia packages): on a machine with no NVIDIA GPU the CPU build comes first, from PyTorch's
+    CPU index, so the bench extra finds torch installed and takes nothing more of it."""
+    extra = "pip install '.[bench]'"
+    if gpus:
+        return f"torch is not installed: install the bench extra (in the project's folder: {extra})"
+    return (f"torch is not installed; no GPU here: pip install torch --index-url {CPU_TORCH_INDEX} (CPU build, "
+            f"not CUDA's GBs), then the bench extra (in the project's folder: {extra})")
+
+
 def extensions_root() -> Path:
     """Where torch (and DeepSpeed's op builder) cache JIT-built extensions."""
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
@@ -388,7 +402,7 @@ def probe() -> Machine:
         if not m.gpus and info["n"]:
             m.message = "torch sees GPUs but nvidia-smi is missing"
     else:
-        m.message = "torch is not installed: install the bench extra (in the project's folder: pip install '.[bench]')"
+        m.message = torch_missing(bool(m.gpus))
     if not m.gpus and not m.message:
         m.message = "no NVIDIA GPU found: benchmarks run on the CPU with tiny models only"
     return m

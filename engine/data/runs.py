@@ -154,6 +154,46 @@ def describe_arch(model: Model) -> Architecture:
     return describe_architecture(config, f"models.{model.id}.config")
 
 
+LEARNED_POSITIONS = ("gpt2", "bert", "roberta")  # a table of positions: nothing past its last row
+
+
+@dataclass(frozen=True)
+class Positions:
+    tokens: int  # the longest sequence the config gives positions for
+    key: str  # the config's key that says so
+    value: int  # its value (RoBERTa reserves 2 of them)
+    learned: bool  # a table of learned positions (a hard limit), not rotary ones computed for any position
+
+
+def position_limit(model: Model) -> Positions | None:
+    """The longest sequence a model's config gives positions for, or None where it states none (Mamba, an
+    image model). A table of learned positions (GPT-2's n_positions, BERT's and RoBERTa's, an encoder's) has no
+    row past it: a longer sequence cannot run. Rotary positions (Llama, GPT-NeoX, OLMo, Qwen, ...) are
+    computed for any position, and their max_position_embeddings is the context the config declares:
+    Pythia's own run is 2,049 tokens at 2,048."""
+    if is_image(model):
+        return None
+    mt = model_type_of(model.config_class, model.config)
+    for key in (("n_positions", "max_position_embeddings") if mt == "gpt2" else ("max_position_embeddings",)):
+        value = model.config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            reserved = 2 if mt == "roberta" or model.config_class == "RobertaConfig" else 0
+            return Positions(max(1, value - reserved), key, value,
+                             mt in LEARNED_POSITIONS or model.objective != "causal-lm")
+    return None
+
+
+def position_note(model: Model, seq_len: int | None) -> str | None:
+    """For a sequence asked for (`seq_len`) past the context a model's config declares for its rotary
+    positions: a note saying so, with the limit (a run past learned positions is refused by with_run);
+    else None. Plain text."""
+    found = position_limit(model) if seq_len else None
+    if found is None or found.learned or seq_len <= found.tokens:
+        return None
+    return (f"sequence {seq_len:,} is past the model config's {found.key} ({found.value:,}): planned as asked, "
+            f"its rotary positions run past it; set {found.key} to {seq_len} in the config to train at it")
+
+
 def with_run(model: Model, flags: RunFlags, known_ids: Mapping[str, Any] | None = None) -> Model:
     """The model on the run the flags ask for (the model itself when they ask for nothing new)."""
     flags.check()
@@ -166,11 +206,12 @@ def with_run(model: Model, flags: RunFlags, known_ids: Mapping[str, Any] | None 
         raise RunError(f"{model.id} is an image model: its run is --batch (images a step) and --steps; "
                        "--tokens, --tokens-per-param, --batch-tokens and --seq-len are for token models")
     seq = flags.seq_len or model.seq_len
-    if not image and model.objective != "causal-lm" and seq and flags.seq_len:
-        limit = (model.config.get("max_position_embeddings") or 0) - 2 if model.config_class == "RobertaConfig" \
-            else model.config.get("max_position_embeddings")
-        if limit and seq > limit:
-            raise RunError(f"--seq-len {seq}: {model.id} has learned positions for {limit} tokens at most")
+    found = position_limit(model) if flags.seq_len and not image else None
+    if found and found.learned and seq > found.tokens:
+        less = ", less the 2 RoBERTa reserves" if found.value != found.tokens else ""
+        raise RunError(f"--seq-len {seq}: {model.id} has learned positions for {found.tokens:,} tokens at most "
+                       f"(its config's {found.key} = {found.value:,}{less}): a longer sequence has no position "
+                       "to look up")
     per_sample = 1 if image else int(seq)
     if flags.batch is not None:
         batch = int(flags.batch)
@@ -221,10 +262,27 @@ def with_run(model: Model, flags: RunFlags, known_ids: Mapping[str, Any] | None 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
-def config_id(path: Path) -> str:
-    """A model id from the file: its name without .json, or its folder's for a file called config.json."""
-    stem = path.parent.name if path.stem == "config" and path.parent.name else path.stem
-    mid = _ID_CHARS.sub("-", stem).strip("-._+")[:56] or "model"
+def config_name(path: Path, config: Mapping[str, Any] | None = None) -> str:
+    """What a config.json calls its model: the last part of its `_name_or_path` (the name transformers saved
+    it under: 'meta-llama/Llama-3.2-1B' -> 'Llama-3.2-1B'); else the file's name without .json; for a file
+    called config.json, the repository of Hugging Face's cache it sits in (models--ORG--NAME/snapshots/
+    HASH/config.json -> NAME), else its folder's name (the folder is all that names it)."""
+    said = (config or {}).get("_name_or_path")
+    if isinstance(said, str):
+        last = said.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip()
+        if last and last not in (".", ".."):
+            return last
+    if path.stem != "config":
+        return path.stem
+    parts = path.parts
+    if len(parts) >= 4 and parts[-3] == "snapshots" and parts[-4].startswith("models--"):
+        return parts[-4].split("--")[-1]
+    return path.parent.name or path.stem
+
+
+def config_id(path: Path, config: Mapping[str, Any] | None = None) -> str:
+    """A model id (letters, digits and . _ + -) from what the config calls its model (config_name)."""
+    mid = _ID_CHARS.sub("-", config_name(path, config)).strip("-._+")[:56] or "model"
     if not mid[0].isalnum():
         mid = "m" + mid
     return mid
@@ -254,7 +312,7 @@ def config_model_entry(path: Path, config: Mapping[str, Any]) -> dict[str, Any]:
     training = {"precision": "bf16", "optimizer": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
                 "weight_decay": 0.1, "max_grad_norm": 1.0, "schedule": "cosine"}
     entry: dict[str, Any] = {
-        "name": f"{config_id(path)} ({mt}, from {path.name})", "hf_config": str(path.resolve()),
+        "name": f"{config_id(path, config)} ({mt}, from {path.name})", "hf_config": str(path.resolve()),
         "hf_class": hf_class, "config_class": config_class, "objective": objective, "params": arch.params,
         "source": f"{path} (model_type {mt}); the run: tui-planner's defaults and your flags",
     }
@@ -287,7 +345,7 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
     if is_config_path(model_arg):
         path = Path(model_arg).expanduser()
         config = read_config(path, str(path), "config.json")
-        mid = config_id(path)
+        mid = config_id(path, config)
         clean = {k: v for k, v in config.items() if v is not None and not k.startswith("_")}
         # the last defined wins: a presets file of your own is read after the shipped ones
         same = next((m for m in reversed(list(presets.models.values())) if dict(m.config) == clean), None)

@@ -4,8 +4,8 @@
 a system that is sold to hold them (presets/systems.toml: an SXM GPU only on its HGX baseboard, a card only
 where its form factor, width, cooling and power fit); a GPU and count no system takes is listed with why
 (status 'no-system') and never ranked. Each option carries one honest figure: measured first, then
-predicted (engine/predict/, with its band and basis), then a paper row only where its implied MFU is
-plausible; the paper's Table 1 figure for the cell is carried beside (paper_days, paper_mfu) whatever the
+predicted (engine/predict/, with its band and basis; `capped` where the prediction is held at its GPU
+generation's plausible MFU), then a paper row only where its implied MFU is plausible; the paper's Table 1 figure for the cell is carried beside (paper_days, paper_mfu) whatever the
 cell is ranked on. Hardware cost = the system without GPUs + GPUs x price, each price dated (stale after 12
 months); cost per experiment = hardware x days / lifespan (the paper's 5-year amortisation by default) +
 energy (the GPUs' TDP x utilisation + the system's base power, x its room's PUE, at the presets' default
@@ -167,6 +167,10 @@ options AS (
            b.days, b.source, b.grp, b.trial_id, b.mfu, b.plausibility, b.free_lunch, b.activation_checkpointing,
            b.sharding, b.offloading, b.micro_batch, b.grad_accum, b.days_low, b.days_high, b.basis,
            p.paper_days, p.paper_mfu, p.paper_plausibility,
+           -- a prediction held at its GPU generation's plausible MFU (engine/predict/predictor.py): a limit, not
+           -- an estimate; its provenance says so (a shared file's may be anything: not JSON reads as not capped)
+           coalesce(b.source = 'predicted' AND CASE WHEN json_valid(b.provenance)
+               THEN json_extract_string(b.provenance, '$.predicted.capped') = 'true' END, false) AS capped,
            CASE WHEN o.system IS NULL THEN 'no-system' WHEN b.days IS NOT NULL THEN 'ok'
                 WHEN tr.refused_any THEN 'refused' WHEN tr.implausible_any THEN 'implausible'
                 ELSE 'infeasible' END AS status

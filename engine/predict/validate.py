@@ -64,16 +64,21 @@ class Validation:
         e = self.errors
         return max(abs(x) for x in e) if e else None
 
-    def best_of_cell_errors(self) -> list[float]:
-        out = []
+    def best_of_cell(self) -> dict[tuple[str, str, int], float]:
+        """Each cell's (model, GPU, count) error on its best setting: the fastest predicted against the fastest
+        measured."""
+        out = {}
         by_cell: dict[tuple, list[Check]] = {}
         for c in self.checks:
             by_cell.setdefault((c.model, c.gpu, c.num_gpus), []).append(c)
-        for checks in by_cell.values():
+        for cell, checks in by_cell.items():
             pred = [c.predicted_days for c in checks if c.predicted_days is not None]
             if pred:
-                out.append(min(pred) / min(c.actual_days for c in checks) - 1)
+                out[cell] = min(pred) / min(c.actual_days for c in checks) - 1
         return out
+
+    def best_of_cell_errors(self) -> list[float]:
+        return list(self.best_of_cell().values())
 
 
 class _Memo:
@@ -176,14 +181,21 @@ def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_pap
 
 
 
+# The measured leave-one-out's target, on each cell's best setting (what a ranking is made of).
+TARGET_MEDIAN, TARGET_WORST = 0.15, 0.40
+
+
 def _summary(v: Validation) -> dict[str, Any]:
     best = v.best_of_cell_errors()
+    over = {f"{m} {n}x{g}": e for (m, g, n), e in v.best_of_cell().items() if abs(e) > TARGET_WORST}
     mb = [c for c in v.checks if c.predicted_micro_batch is not None and c.actual_micro_batch]
     return {
         "what": v.what, "cells": v.cells, "errors": v.errors, "median_abs": v.median_abs, "worst_abs": v.worst_abs,
         "best_errors": best,
         "best_median_abs": statistics.median(abs(e) for e in best) if best else None,
         "best_worst_abs": max(abs(e) for e in best) if best else None,
+        "target": {"median_below": TARGET_MEDIAN, "none_above": TARGET_WORST, "cells_above": over,
+                   "met": bool(best) and statistics.median(abs(e) for e in best) < TARGET_MEDIAN and not over},
         "missed": [f"{c.model} {c.num_gpus}x{c.gpu} {c.label}: {c.reason}" for c in v.missed],
         "micro_batch_checked": len(mb),
         "micro_batch_agree": sum(1 for c in mb if c.predicted_micro_batch == c.actual_micro_batch),

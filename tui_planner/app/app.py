@@ -132,10 +132,11 @@ class PlannerApp(App):
             model = self._saved_config(presets, saved["model_config"])
             same_model = model is not None
         self.model_config: str | None = None  # the config.json the model was read from (saved with the plan)
+        self.model_config_id: str | None = None  # the id it has here (the config's own name)
         if model and is_config_path(model):
             presets, read = model_for(presets, model)  # the config's model on its own run, under its id
             self.model_config = str(Path(model).expanduser().resolve())
-            model = read.id
+            model = self.model_config_id = read.id
         self.default_model = "pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models))
         first = model or saved.get("model") or self.default_model
         presets.model(first)

@@ -120,11 +120,17 @@ def head_lines(row: dict[str, Any], presets: Any = None) -> list[str]:
         if band:
             result += f" [dim](band[/] {band}[dim])[/]"
         mfu = ""
+        predicted = (_prov(row) or {}).get("predicted") if src == "predicted" else None
+        capped = isinstance(predicted, dict) and predicted.get("capped") is True
         if row.get("mfu") is not None:
             peak = _peak(row, presets)
-            mfu = f" · MFU [b]{fmt.mfu(row['mfu'], flag)}[/b]" + (f" [dim]of the {peak:,.0f} TFLOP/s dense 16-bit "
-                                                                 f"peak[/]" if peak else "")
+            mfu = f" · MFU [b]{fmt.mfu(row['mfu'], flag, capped)}[/b]" + (
+                f" [dim]of the {peak:,.0f} TFLOP/s dense 16-bit peak[/]" if peak else "")
         lines.append(f"Result {result}{mfu}")
+        if capped and row.get("mfu") is not None:
+            lines.append(f"[yellow]^ capped at this generation's line ({fmt.mfu(row['mfu'])}), not an estimate: the "
+                         "prediction came out faster than any synchronized training on it, so these days are the "
+                         "fastest believed[/]")
         if flag in fmt.FLAG_MARK:
             lines.append(f"[red]{E(flag)}: above {'100%' if flag == 'impossible' else 'its generation' + chr(39) + 's plausible line'}"
                          " of the GPU's peak; the time is too good to be true, expect longer[/]")
@@ -351,5 +357,5 @@ def option_text(row: dict[str, Any]) -> str:
         lines.append(f"The paper's Table 1: {fmt.days(row['paper_days'])} days, implying MFU "
                      f"{fmt.mfu(row.get('paper_mfu'), row.get('paper_plausibility'))}")
     lines += ["", "[b]What next[/b]",
-              "  measure it on those GPUs (the Bench screen, 3), or allow another source (s) or GPU (g)"]
+              "  measure it on those GPUs (the Bench screen, 3), or allow another source (f) or GPU (g)"]
     return "\n".join(lines)

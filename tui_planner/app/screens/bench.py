@@ -49,8 +49,6 @@ def cpu_presets() -> Path:
     return presets_dir() / "cpu"
 
 
-# Where torch is missing: the bench extra, as installed from a clone (the README's set-up).
-NO_TORCH = "torch is not installed: to benchmark, install the bench extra (from a clone: pip install '.[bench]')"
 
 IDLE = "[dim]r runs the search: the model, GPUs, methods and device above[/]"
 GUIDED = "[b]guided[/]: [dim]fastest predicted first, what cannot win left unrun (exhaustive: all)[/]"
@@ -204,7 +202,8 @@ class BenchScreen(Screen):
         if m.gpus:
             names = {n: m.gpus.count(n) for n in m.gpus}
             gpus = ", ".join(f"{c} x {n} ({m.memory_gb[m.gpus.index(n)]:.0f} GiB)" for n, c in names.items())
-            label.update(content(f"[b]{e(gpus)}[/b] · driver {e(m.driver)} · torch {e(m.torch)} · CUDA {e(m.cuda)}"))
+            label.update(content(f"[b]{e(gpus)}[/b] · driver {e(m.driver)} · torch {e(m.torch)} · CUDA {e(m.cuda)}"
+                                 if m.torch else f"[b]{e(gpus)}[/b] · [yellow]{e(self.hint(m))}[/]"))
         else:
             if m.torch:
                 label.update(content("[yellow]no GPU here:[/] the CPU runs the tiny models only [dim](Model), to "
@@ -218,8 +217,11 @@ class BenchScreen(Screen):
 
     @staticmethod
     def hint(m) -> str:
-        """Why this machine cannot benchmark on a GPU, as plain text: ours where torch is missing."""
-        return m.message if m.torch else NO_TORCH
+        """Why this machine cannot benchmark on a GPU, as plain text; where torch is missing, how to install it
+        (its CPU build first where no GPU is found: pip's default is CUDA's, several GB)."""
+        from engine.bench.environment import torch_missing
+
+        return m.message if m.torch else torch_missing(bool(m.gpus))
 
     # --- the sweep ----------------------------------------------------------------------------------
 

@@ -33,10 +33,11 @@ class ScatterChart(Widget, can_focus=True):
 class ChartScreen(WhatIfScreen):
     BINDINGS = [
         *WHAT_IF_BINDINGS,
-        Binding("left,h", "select(-1)", "◀", show=False, tooltip="previous point (cheaper)"),
-        Binding("right,l", "select(1)", "▶", show=False, tooltip="next point (dearer)"),
-        Binding("up,k", "select_pareto(1)", "▲", show=False, tooltip="next Pareto point (faster)"),
-        Binding("down,j", "select_pareto(-1)", "▼", show=False, tooltip="previous Pareto point (cheaper)"),
+        # The arrows only: k and l mean stop and log on the Benchmark screen.
+        Binding("left", "select(-1)", "◀", show=False, tooltip="previous point (cheaper)"),
+        Binding("right", "select(1)", "▶", show=False, tooltip="next point (dearer)"),
+        Binding("up", "select_pareto(1)", "▲", show=False, tooltip="next Pareto point (faster)"),
+        Binding("down", "select_pareto(-1)", "▼", show=False, tooltip="previous Pareto point (cheaper)"),
         Binding("enter", "details", "Details", show=False, tooltip="the selected point's details"),
         # Out of the footer, which it would push "q Quit" off at 80 columns; the title line names it.
         Binding("c", "axis", "Axis", show=False, tooltip="x axis: hardware cost or cost per experiment"),

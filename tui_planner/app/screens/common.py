@@ -20,7 +20,8 @@ from tui_planner import format as fmt
 from tui_planner.app import state as st
 
 # The footer shows one entry per pair ("[ ]" budget, ", ." deadline) so the 80-column footer keeps room
-# for the screen keys, help and quit; the help screen lists each key.
+# for the screen keys, help and quit; the help screen lists each key. A key means one thing on every screen
+# (tests/test_app.py checks it): f filters (here: the sources), s sorts, r runs, p pauses, $ lists prices.
 WHAT_IF_BINDINGS = [
     Binding("right_square_bracket", "budget(1)", "budget", key_display="[]", tooltip="budget +$10k"),
     Binding("left_square_bracket", "budget(-1)", "Budget-", show=False, key_display="[", tooltip="budget -$10k"),
@@ -28,7 +29,8 @@ WHAT_IF_BINDINGS = [
     Binding("comma", "deadline(-1)", "Days-", show=False, key_display=",", tooltip="deadline -10 days"),
     Binding("m", "model(1)", "model", tooltip="next model"),
     Binding("M", "model(-1)", "Prev model", show=False, tooltip="previous model"),
-    Binding("s", "sources", "src", tooltip="cycle which sources are trusted"),
+    # f: which figures to trust, by where they come from (the table's from column); on Results f filters too
+    Binding("f", "sources", "from", tooltip="cycle which sources are trusted (the from column)"),
     Binding("t", "tokens(2)", "tokens x2", show=False, tooltip="twice the tokens (same batch and sequence)"),
     Binding("T", "tokens(0.5)", "tokens /2", show=False, tooltip="half the tokens"),
     Binding("n", "second_hand", "New only", show=False,

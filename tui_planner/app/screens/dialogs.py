@@ -30,14 +30,16 @@ HELP_INTRO = (
     "Numbers come from the current database: [b]measured[/b] (synchronized timings), [b]predicted[/b] (with "
     "its low-high band), or the [b]paper[/b]'s tables (T1, T4; MFU marked [b]![/b] above its generation's "
     "plausible line, [b]!![/b] above 100%: its timer did not synchronize; an implausible one is shown beside, "
-    "never ranked on, except in the paper's own view). Options are GPUs in systems that are sold to hold "
-    "them; each price is dated ([b]°[/b]: older than 12 months, [b]p[/b] lists them). A [b]†[/b] marks a time measured with a dense causal mask (the engine "
+    "never ranked on, except in the paper's own view; [b]^[/b] a prediction capped at that line, not an "
+    "estimate). A key means one thing on every screen: [b]f[/b] filters, [b]s[/b] sorts, [b]r[/b] runs, "
+    "[b]p[/b] pauses, [b]x[/b] exports. Options are GPUs in systems that are sold to hold "
+    "them; each price is dated ([b]°[/b]: older than 12 months, [b]$[/b] lists them). A [b]†[/b] marks a time measured with a dense causal mask (the engine "
     "before its 2026-11-23 fix: today's is faster). [b]ctrl+p[/b] opens the command palette: every action, by name.\n"
 )
 
 
 KEY_NAMES = {"right_square_bracket": "]", "left_square_bracket": "[", "full_stop": ".", "comma": ",",
-             "question_mark": "?"}
+             "question_mark": "?", "dollar_sign": "$"}
 
 
 def binding_rows() -> list[tuple[str, str, str]]:
@@ -111,7 +113,7 @@ class PricesScreen(ModalScreen[None]):
     """Every price the planner uses, with its date and source; a stale one (older than 12 months) marked,
     and how to give today's."""
 
-    BINDINGS = [Binding("escape,q,p", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,dollar_sign", "dismiss", "Close")]
 
     def __init__(self, today: Any = None) -> None:
         super().__init__()

@@ -28,13 +28,14 @@ from engine.data.runs import is_image, tokens
 from tui_planner import format as fmt
 from tui_planner.app import state as st
 from tui_planner.app.screens.common import WHAT_IF_BINDINGS, Cell, Checks, Column, WhatIfScreen, layout
+from tui_planner.views import unsold_text
 from tui_planner.glossary import SOURCE_SHORT
 from tui_planner.app.text import content
 
 
 # In the order shown; they share the width the table gets (laid out again on a resize): every column its
 # widest cell where they fit, the days as the figure and a prediction's band beside ('25.2 25-43'), a cost
-# as $39.8k where that keeps the system and the source (80x24); narrower, the system and the source are left
+# as $39.8k and an MFU without its % sign where that keeps the system and the source (80x24); narrower, the system and the source are left
 # out (the line under the table names the system and the source), then the days are the band alone and the
 # GPUs are cut; wider, each option's cost per run too. The table has no cell padding of its own: each column
 # holds its space.
@@ -80,12 +81,12 @@ SOURCES_ROOM = 25  # the form's width less its padding and border
 
 
 def sources_line(sources: tuple[str, ...]) -> str:
-    """'Sources all (s)', as markup: the sources trusted, in the table's short words where the full ones
-    would not fit the form ('Sources meas+pred (s)')."""
+    """'Sources all (f)', as markup: the sources trusted, in the table's short words where the full ones
+    would not fit the form ('Sources meas+pred (f)')."""
     label = st.sources_label(sources)
-    if len(f"Sources {label} (s)") > SOURCES_ROOM:
+    if len(f"Sources {label} (f)") > SOURCES_ROOM:
         label = label.replace("measured", SOURCE_SHORT["measured"]).replace("predicted", SOURCE_SHORT["predicted"])
-    return f"Sources [b]{fmt.esc(label)}[/] [dim](s)[/]"
+    return f"Sources [b]{fmt.esc(label)}[/] [dim](f)[/]"
 
 
 def option_mark(r: dict) -> str:
@@ -104,21 +105,6 @@ def days_cell(r: dict) -> str:
         return r["status"]
     band = fmt.band(r.get("days_low"), r.get("days_high"))
     return f"{fmt.days(r['days'])} {band}" if band else fmt.days(r["days"])
-
-
-def unsold_text(rows, measured_only: bool = False) -> str:
-    """The GPUs with a figure that are not an option because no system sold takes them so many at a time,
-    and why, as plain text ('1 x h100 (measured): h100 goes 4 or 8 to a system (...)'), as `rank` says it: a
-    ranking of measured rows alone may have nothing else to show. `measured_only`: those measured alone (the
-    evidence a person looks for beside the options)."""
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for r in rows:
-        if r.get("system") is None and r.get("days") is not None and \
-                (not measured_only or r.get("source") == "measured"):
-            key = (str(r["gpu"]), str(r.get("source") or ""), (r.get("why") or "").split("; ")[0])
-            groups.setdefault(key, []).append(r["num_gpus"])
-    return "; ".join(f"{'/'.join(map(str, sorted(ns)))} x {gpu}" + (f" ({src})" if src else "") + f": {why}"
-                     for (gpu, src, why), ns in groups.items())
 
 
 def trade_text(r: dict, pick: dict | None) -> str:
@@ -143,7 +129,7 @@ def option_text(r: dict, source: bool = False, pick: dict | None = None) -> str:
     """The highlighted option under the table, as markup: its system, days (with where they come from when
     `source`: the table too narrow for its column), cost per run and the paper's figure beside; for another
     than the verdict's `pick`, what it trades against it; then its prices, each with its date and the start
-    of its source (p: all of them)."""
+    of its source ($: all of them)."""
     from tui_planner import views
     from tui_planner.glossary import SOURCE_WORDS
 
@@ -154,7 +140,7 @@ def option_text(r: dict, source: bool = False, pick: dict | None = None) -> str:
         else e(r["status"]))
     if r.get("paper_days") is not None and not (r.get("source") or "").startswith("paper"):
         head += f"; paper {fmt.days(r['paper_days'])} d at MFU {fmt.mfu(r['paper_mfu'], r['paper_plausibility'])}"
-    stale = f" [yellow]{fmt.STALE_MARK} stale: p[/]" if r.get("price_stale") else ""
+    stale = f" [yellow]{fmt.STALE_MARK} stale: $[/]" if r.get("price_stale") else ""
     trade = trade_text(r, pick)
     return f"{head}\n" + (f"{trade}\n" if trade else "") + f"[dim]{e(views.price_text(r, source_limit=18))}[/]{stale}"
 
@@ -174,7 +160,7 @@ class PlanScreen(WhatIfScreen):
         Binding("escape", "focus_table", "Table", show=False, priority=True, tooltip="leave a field for the table"),
         Binding("enter", "details", "Details", show=False, priority=True,
                 tooltip="the result behind the highlighted option (in a field: apply it, back to the table)"),
-        Binding("p", "prices", "Prices", show=False,
+        Binding("dollar_sign", "prices", "Prices", show=False, key_display="$",
                 tooltip="every price with its date and source, stale ones marked, and how to override"),
         Binding("R", "reset", "Reset", show=False,
                 tooltip="reset the plan to the defaults (model, run, budget, deadline, sources, GPUs, prices)"),
@@ -207,7 +193,7 @@ class PlanScreen(WhatIfScreen):
                         ("deadline", "Deadline", "(days; none)", "days; empty: no deadline"),
                         ("lifespan", "Lifespan", "(years)", "years to amortise the hardware over"),
                         ("kwh", "$/kWh", f"(preset {kwh.usd_per_kwh:g})" if kwh else "(none)",
-                         "the electricity price; empty: the preset's dated one (p lists it), 0: no energy cost"),
+                         "the electricity price; empty: the preset's dated one ($ lists it), 0: no energy cost"),
                         ("prices", "Prices $", "(none: id=usd)",
                          "your prices: GPU (per GPU) or system, e.g. h100=25000 ws4=12k; the GPU list shows each "
                          "price used")):
@@ -361,18 +347,24 @@ class PlanScreen(WhatIfScreen):
         self._show_option(at)
 
     @staticmethod
-    def _cells(r: dict, short_cost: bool = False, band_only: bool = False, used: bool = True) -> dict[str, str]:
+    def _cells(r: dict, short_cost: bool = False, band_only: bool = False, used: bool = True,
+               percent: bool = True) -> dict[str, str]:
         """An option's cells, as plain text (values from outside made visible; a Cell is never markup);
         `band_only`: a prediction's days as its band alone, where the figure beside does not fit; `used`: a
-        second-hand price marked u (the GPU list marks it too, where the table has no room)."""
+        second-hand price marked u (the GPU list marks it too, where the table has no room); `percent`: an
+        MFU with its % sign (the column's title says MFU where it has no room; a capped MFU keeps its ^,
+        which nothing else on the screen says)."""
         has = r["days"] is not None
         money = money_short if short_cost else fmt.usd
         run = r.get("cost_per_experiment_usd")
+        mfu = fmt.mfu(r["mfu"], r["plausibility"], r.get("capped")) if has else "—"
+        if not percent:
+            mfu = mfu.replace("%", "")
         cells = {"mark": option_mark(r), "gpus": f"{r['num_gpus']}x {r['gpu']}", "system": r["system_short"] or "",
                  "hw": money(r["hardware_cost_usd"]) + (fmt.STALE_MARK if r["price_stale"] else "")
                  + (st.USED_MARK if used and st.second_hand(r.get("gpu_price_source")) else ""),
                  "days": (fmt.band(r.get("days_low"), r.get("days_high")) or days_cell(r)) if band_only and has
-                 else days_cell(r), "mfu": fmt.mfu(r["mfu"], r["plausibility"]) if has else "—",
+                 else days_cell(r), "mfu": mfu,
                  "source": SOURCE_SHORT.get(r["source"], r["source"] or "—"),
                  "run": fmt.usd(run) if has and run is not None else "—"}
         return {k: fmt.visible(v) for k, v in cells.items()}
@@ -393,10 +385,13 @@ class PlanScreen(WhatIfScreen):
 
         # The first form where every column but $/run fits, else the first where those that stay do.
         required = {c.key for c in COLUMNS if not c.optional}
-        forms = [(short, band, True) for band in (False, True) for short in (False, True)] + [(True, True, False)]
+        # The days' figure beside its band goes last: a capped MFU's ^ costs a column, so at 80 columns the
+        # MFU drops its % sign (the column's title says MFU) before the figure goes.
+        forms = [(False, False, True, True), (True, False, True, True), (True, False, True, False),
+                 (False, True, True, True), (True, True, True, True), (True, True, False, False)]
         tried = []
-        for short, band, used in forms:
-            cells = [self._cells(r, short_cost=short, band_only=band, used=used) for r in rows]
+        for short, band, used, percent in forms:
+            cells = [self._cells(r, short_cost=short, band_only=band, used=used, percent=percent) for r in rows]
             tried.append((cells, widest(cells)))
         fits = [x for x in tried if need(x[1], required | {"system", "source"}) <= room] or \
             [x for x in tried if need(x[1], required) <= room] or tried[-1:]
@@ -439,6 +434,10 @@ class PlanScreen(WhatIfScreen):
                              f"{fmt.esc(unsold)}.")
             if result.missing:
                 lines.append(f"[dim]No data: {fmt.esc(', '.join(result.missing))}[/]")
+            from engine.data.runs import position_note
+
+            if result.model is not None and (note := position_note(result.model, result.state.run.seq_len)):
+                lines.append(f"[yellow]Note:[/] {fmt.esc(note)}.")  # past learned positions: refused
             verdict.update(content("\n".join(lines)))
 
     def _show_option(self, index: int | None) -> None:

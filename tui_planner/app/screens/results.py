@@ -88,7 +88,7 @@ class ResultsScreen(Screen):
     BINDINGS = [
         Binding("f", "focus_filters", "Filter", tooltip="model, GPU, count, source, feasible only"),
         Binding("s", "sort", "Sort", tooltip="cycle the sort column"),
-        Binding("r", "reverse", "Rev", tooltip="reverse the sort order", show=False),
+        Binding("S", "reverse", "Rev", tooltip="reverse the sort order", show=False),
         Binding("w", "findings", "Found", tooltip="what the highlighted row's search found: winner, median, "
                 "worst, the best memory-saving setting against free-lunch, the paper's pick"),
         Binding("o", "app.open_db", "Open", tooltip="browse another results file"),
@@ -141,12 +141,32 @@ class ResultsScreen(Screen):
                 f["source"] += "*"  # "paper" matches paper-table1 and paper-table4
             method = f.pop("method")
             rows = [r for r in cur.trials(**f) if method is None or uses(r, method)]
+            # none at all of the model chosen (one from a config.json, say): _show says why, not just 0
+            unknown = bool(f["model"]) and not rows and not cur.query(
+                "SELECT 1 FROM trials WHERE model = ? LIMIT 1", [f["model"]])
         finally:
             cur.close()
         if not get_current_worker().is_cancelled:  # a newer filter (or database) has its own load
-            self.app.call_from_thread(self._show, rows)
+            self.app.call_from_thread(self._show, rows, f["model"] if unknown else None)
 
-    def _show(self, rows: list[dict]) -> None:
+    def none_text(self, model: str | None) -> str:
+        """Why the table is empty, as markup (values escaped): for a model the database holds nothing of, that
+        nobody measured it here, that the Plan screen ranks it on predictions made there and not stored,
+        and how to measure it or store them; else that no trial matches the filters."""
+        e = fmt.esc
+        if model is None:
+            return "[yellow]No trial matches these filters[/] [dim](f: change them)[/]"
+        config = getattr(self.app, "model_config", None)
+        arg = config if config and model == getattr(self.app, "model_config_id", None) else model
+        import shlex
+
+        cmd = f"--model {shlex.quote(str(arg))} --db mine.duckdb"
+        return (f"[yellow]No trial of {e(model)} in this database:[/] nobody measured it here, and the Plan screen "
+                f"ranks it on predictions made for it there, not stored. Measure it: 3 (Benchmark, a GPU machine) "
+                f"or [b]tui-planner bench {e(cmd)}[/]; [b]tui-planner predict {e(cmd)} --write[/] stores its "
+                "predictions.")
+
+    def _show(self, rows: list[dict], unknown_model: str | None = None) -> None:
         key, _ = SORTS[self.sort_index]
 
         def sort_key(r: dict):
@@ -159,6 +179,9 @@ class ResultsScreen(Screen):
         self._lay_out()
         t = self.query_one("#results", DataTable)
         self._show_run(t.cursor_row if self.rows else None)
+        self._unknown_model = unknown_model
+        if not self.rows:
+            self.query_one("#results-words", Static).update(content(self.none_text(unknown_model)))
         ro = " (read-only)" if self.app.store.read_only else ""
         self.query_one("#results-status", Static).update(content(
             f"{len(self.rows)} trials · sorted by {SORTS[self.sort_index][1]}{' ↓' if self.reverse else ''} · "
@@ -248,11 +271,11 @@ class ResultsScreen(Screen):
 
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
-        self._show(self.rows)
+        self._show(self.rows, getattr(self, "_unknown_model", None))
 
     def action_reverse(self) -> None:
         self.reverse = not self.reverse
-        self._show(self.rows)
+        self._show(self.rows, getattr(self, "_unknown_model", None))
 
     def action_focus_filters(self) -> None:
         self.query_one("#f-model", Select).focus()
