@@ -376,7 +376,8 @@ def _print_published(console, pub: dict) -> None:
                         for g, f in pub["factors"].items())
     console.print(f"generation factors against Hopper: {factors}", highlight=False)
     console.print(f"attention against the matmuls x {pub['attention']:.2f}; communication exposed on one machine: "
-                  f"{pub['exposed']:.0%} of the modelled (the predictor adds it in full)", highlight=False)
+                  f"{pub['exposed']:.0%} of the modelled (our predictions take the overlap from pairs measured over two "
+                  "paths instead: engine/predict/comm.py)", highlight=False)
     left = "; ".join(f"{n} {e(why)}" for why, n in sorted(pub["left_out"].items(), key=lambda x: -x[1]))
     console.print(f"[dim]{pub['rows']} published rows used; left out: {left}[/dim]", highlight=False)
 

@@ -3,7 +3,7 @@ sequence, micro-batch, GPUs, sharding, checkpointing, attention kernel), on whic
 
 data/external/sources.toml says which sources are used and why the others are not, and maps each source's
 GPU names to preset ids. A row is used only where the time model can describe it: 16-bit mixed precision, one
-machine (the network between machines is not modelled), not marked SUSPECT by whoever transcribed it. Every
+machine (their sources do not say the network between the machines), not marked SUSPECT by whoever transcribed it. Every
 row left out is kept with the reason, so a report can count them. No torch here.
 """
 
@@ -158,7 +158,7 @@ def _why_not(r: dict, source: Source, gpu_map: dict, gpu_ids: set[str] | None) -
     if n is None or n < 1:
         return "no GPU count"
     if (nodes or 1) > 1 or n > 8:
-        return "more than one machine: the network between machines is not modelled"
+        return "more than one machine: the source does not say the network between them"
     if r.get("gpu") not in gpu_map:
         return f"GPU {r.get('gpu')!r} is not one the presets hold"
     if gpu_ids is not None and gpu_map[r["gpu"]] not in gpu_ids:
