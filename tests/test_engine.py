@@ -580,6 +580,7 @@ def test_a_rank_dying_on_another_node_ends_the_trial_and_leaves_nothing(tmp_path
 def test_a_rendezvous_that_never_completes_says_so_and_names_its_endpoint(tmp_path, monkeypatch):
     # node 1's agent never comes; node 0's waits its join_timeout (5 s here, 120 by default) and gives up
     monkeypatch.setenv("TUI_PLANNER_RDZV_JOIN_TIMEOUT_S", "5")
+    monkeypatch.setenv("TUI_PLANNER_NODE_GRACE_S", "2")  # the agent that never came will not fail by itself
     req = _request(tmp_path, num_nodes=2, launcher="local-nodes", methods="free-lunch", only=("free-lunch",),
                    faults={"free-lunch": "no-node1"}, timeout_s=90)
     seen = _sweep(req)

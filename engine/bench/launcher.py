@@ -78,6 +78,14 @@ def join_timeout_s() -> int:
         return 120
 
 
+def node_grace_s() -> float:
+    """How long the other nodes' agents get to fail by themselves once one has: $TUI_PLANNER_NODE_GRACE_S, 15."""
+    try:
+        return max(0.0, float(os.environ.get("TUI_PLANNER_NODE_GRACE_S", "15")))
+    except ValueError:
+        return 15.0
+
+
 def endpoint_of(commands: list[tuple[list[str], dict[str, str]]]) -> str | None:
     """The rendezvous endpoint several nodes' agents meet at (None for one node)."""
     for cmd, _ in commands:
@@ -246,8 +254,8 @@ def run_trial(
             break
         if any(c for c in codes if c is not None) and len(procs) > 1:
             # One node's agent failed: the others wait on a rendezvous or a collective that will never
-            # complete. Give them 15 s in all to fail by themselves, then end the trial.
-            end = time.perf_counter() + 15
+            # complete. Give them 15 s in all ($TUI_PLANNER_NODE_GRACE_S) to fail by themselves, then end the trial.
+            end = time.perf_counter() + node_grace_s()
             while time.perf_counter() < end and any(p.poll() is None for p in procs):
                 time.sleep(0.2)
             break
