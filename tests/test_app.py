@@ -819,10 +819,16 @@ def test_benchmark_screen_shows_the_guided_search_its_predictions_what_cannot_wi
             exhaustive = screen.query_one("#b-exhaustive", Check)
             assert not exhaustive.value and not screen.request().exhaustive
             exhaustive.toggle()
-            await pilot.pause(0.1)
+            for _ in range(50):  # the label follows the box on the next refresh: wait for it, not a fixed time
+                await pilot.pause(0.1)
+                if "every combination measured" in str(search.render()):
+                    break
             assert screen.request().exhaustive and "every combination measured" in str(search.render())
             exhaustive.toggle()
-            await pilot.pause(0.1)
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if "guided" in str(search.render()):
+                    break
             for e in (ev.SweepStarted(total=3, skipped=0, run_id="r", labels=labels, keys=keys),
                       ev.SearchGuided((("free-lunch", "predicted 41.3 days (37-64.3) at micro-batch 16"),
                                        ("ckpt", "predicted 48 days (39-70) at micro-batch 32"),
