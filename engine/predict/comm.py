@@ -49,6 +49,14 @@ def exposed(comm_s: float, hidden: float, kind: str, gpu_pass_s: float) -> float
     return max(0.0, comm_s - hidden * overlappable(kind, gpu_pass_s))
 
 
+def waits(pass_bytes: float, step_bytes: float, rate: float, hidden: float, kind: str,
+          gpu_pass_s: float) -> tuple[float, float]:
+    """(what a pass waits for, what a step's update waits for) of its communication at `rate` bytes/s: DDP's
+    all-reduce runs beside the last pass's backward; ZeRO-1/2's gather after the update beside nothing."""
+    return (exposed(pass_bytes / rate, hidden, kind, gpu_pass_s),
+            exposed(step_bytes / rate, hidden if kind == "ddp" else 0.0, kind, gpu_pass_s))
+
+
 def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[dict[str, float], dict[str, str]]:
     """(h per kind, a note per kind saying where it comes from)."""
     rows = [r for r in rows if r.get("source") == "measured" and r.get("feasible") and r.get("pass_s")

@@ -12,7 +12,7 @@ from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
 from engine.predict import calibration, memory
-from engine.predict.comm import comm_kind, comm_overlap, exposed as comm_exposed
+from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
@@ -306,16 +306,14 @@ class Predictor:
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
         kind = offload_kind(methods)
-        link, host = link_bytes_per_s(gpu, num_gpus // nodes), host_bytes_per_s(gpu)
-        if nodes > 1:  # across machines: the slower of the GPUs' links and the node's network ports
-            link = min(link, network.node_bytes_per_s)
+        own_link, host = link_bytes_per_s(gpu, num_gpus // nodes), host_bytes_per_s(gpu)
+        # across machines: the slower of the GPUs' links and the node's network ports
+        link = min(own_link, network.node_bytes_per_s) if nodes > 1 else own_link
         exposed = self.host_exposed.get(host_kind(methods), 1.0) if hb_pass else 0.0
         latency = self.host_latency_s.get(host_kind(methods), 0.0) * host_transfers(model, methods)
         ck = comm_kind(methods)
         hidden, gpu_pass = self.comm_hidden[ck], compute_part + memory_part
-        comm_pass = comm_exposed(cb_pass / link, hidden, ck, gpu_pass)  # what the pass waits for of it
-        # DDP's all-reduce runs beside the last pass's backward; ZeRO-1/2's gather after the update beside nothing
-        comm_step = comm_exposed(cb_update / link, hidden if ck == "ddp" else 0.0, ck, gpu_pass)
+        comm_pass, comm_step = waits(cb_pass, cb_update, link, hidden, ck, gpu_pass)  # what pass and step wait for
         host_pass = exposed * hb_pass / host + latency
         pass_s = compute_part + memory_part + comm_pass + host_pass
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
@@ -326,9 +324,10 @@ class Predictor:
         flops_step = model.flops_per_step
         mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
         line = mfu_line(gpu)  # the generation's plausibility line (engine/data/generations.py)
+        capped_step = flops_step / (num_gpus * gpu.peak_16bit_flops * line)  # the fastest the line allows
         capped = mfu > line
         if capped:  # never faster than the cap allows
-            step_s = flops_step / (num_gpus * gpu.peak_16bit_flops * line)
+            step_s = capped_step
             mfu = line
         days = formulas.training_days(step_s, model.training.steps)
         p.feasible, p.micro_batch, p.grad_accum = True, mb, accum
@@ -347,20 +346,15 @@ class Predictor:
             # The network's share of the line rate is a published figure, not one this engine measured on that
             # network: the step again at the line rate (at best) and at half the stated share (at worst), the
             # communication exposed as at the stated rate (max(0, T - h x G)); the model's band on top, once.
-            own_link = link_bytes_per_s(gpu, num_gpus // nodes)
-
             def step_at(rate: float) -> float:
-                waited = (comm_exposed(cb_pass / rate, hidden, ck, gpu_pass) * accum
-                          + comm_exposed(cb_update / rate, hidden if ck == "ddp" else 0.0, ck, gpu_pass))
-                return step_s - (comm_pass * accum + comm_step) + waited
+                waited_pass, waited_step = waits(cb_pass, cb_update, rate, hidden, ck, gpu_pass)
+                return step_s - (comm_pass * accum + comm_step) + waited_pass * accum + waited_step
 
             line_rate = min(own_link, network.node_bytes_per_s / network.efficiency)
-            fastest = formulas.training_days(max(step_at(line_rate), flops_step / (
-                num_gpus * gpu.peak_16bit_flops * line)), model.training.steps)
+            fastest = formulas.training_days(max(step_at(line_rate), capped_step), model.training.steps)
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if band:
-            p.days_low = max(fastest * band.low_factor, formulas.training_days(
-                flops_step / (num_gpus * gpu.peak_16bit_flops * line), model.training.steps))
+            p.days_low = max(fastest * band.low_factor, formulas.training_days(capped_step, model.training.steps))
             p.days_high = slowest * band.high_factor
         elif over_network:
             p.days_low, p.days_high = fastest, slowest
@@ -386,7 +380,7 @@ class Predictor:
                                                                           "memory": km, "from": factors_from},
             "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
             "nodes": nodes, "network": network.id if network else None, "over_network": over_network,
-            "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step,
+            "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step, "own_link_bytes_s": own_link,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         return p
@@ -421,8 +415,7 @@ class Predictor:
             lines.append(f"x {residual:.2f}: this model's own rows vs the fit ({', '.join(b.label() for b in same)})")
         net = self.presets.networks.get(p.network) if p.network else None
         if net is not None:
-            per_node = p.num_gpus // p.nodes
-            own = link_bytes_per_s(gpu, per_node)
+            per_node, own = p.num_gpus // p.nodes, t["own_link_bytes_s"]
             lines.append(f"network: {p.nodes} machines x {per_node} GPUs over {net.name}: {net.ports} x "
                          f"{net.gbps:g} Gb/s x {net.efficiency:.0%} = {net.node_bytes_per_s / 1e9:.1f} GB/s a machine "
                          f"each way ({net.efficiency_source})")
