@@ -60,6 +60,13 @@ def make_app(db: Path, **kw) -> PlannerApp:
     return PlannerApp(load_presets(include_user=False, extra=paths), db, preset_paths=paths, **kw)
 
 
+async def bench_on_clock(pilot, app: PlannerApp, clock: list[float]):
+    """The Benchmark screen, its clock the test's own (clock[0], moved by the test)."""
+    await pilot.press("3")
+    app.screen.clock = lambda: clock[0]
+    return app.screen
+
+
 async def ranked(pilot, app: PlannerApp, **expect) -> None:
     """Wait until the background ranking matches the state the keys asked for."""
     for _ in range(100):
@@ -889,9 +896,7 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
     async def go():
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("3")
-            screen = app.screen
-            screen.clock = lambda: clock[0]
+            screen = await bench_on_clock(pilot, app, clock)
             bar = screen.query_one("#progress", ProgressBar)
             table = screen.query_one("#trials", DataTable)
             time_at = table.get_column_index("time")
@@ -960,9 +965,7 @@ def test_benchmark_line_counts_the_time_while_the_sweep_starts_and_keeps_a_refus
     async def go():
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("3")
-            screen = app.screen
-            screen.clock = lambda: clock[0]
+            screen = await bench_on_clock(pilot, app, clock)
             screen.query_one("#b-db", Input).value = str(tmp_path / "starting.duckdb")
             await pilot.press("escape", "r")
             assert "starting… 0s" in text(app, "#progress-label")
@@ -999,9 +1002,7 @@ def test_stopping_a_sweep_is_k_asks_first_logs_one_plain_line_and_counts_what_is
     async def go():
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("3")
-            screen = app.screen
-            screen.clock = lambda: clock[0]
+            screen = await bench_on_clock(pilot, app, clock)
             app.sweep_running = lambda: True  # as while the sweep's worker runs
             app.stop_sweep = lambda now: stops.append(now)
             for e in (ev.SweepStarted(total=4, skipped=1, run_id="r", labels=labels, keys=keys),
