@@ -151,7 +151,12 @@ def test_a_config_a_preset_already_has_is_that_preset(presets):
 
 @pytest.mark.parametrize("text, why", [
     ("{not json", "readable config.json"),
-    ('{"model_type": "mixtral", "num_local_experts": 8}', "mixture of experts"),
+    ('{"model_type": "mixtral", "num_local_experts": 1000000}', "num_local_experts"),
+    ('{"model_type": "mpt", "auto_map": {"AutoModelForCausalLM": "x.Y"}}', "auto_map"),
+    ('{"model_type": "mpt", "n_layers": 1000000}', "n_layers"),
+    ('{"model_type": "t5", "vocab_size": 1000000000000}', "vocab_size"),
+    ('{"model_type": "falcon", "hidden_size": 200000, "num_hidden_layers": 1000, "vocab_size": 10000000}',
+     "parameters"),
     ('{"model_type": "llama", "hidden_size": 64}', "num_hidden_layers"),
     ('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1000000, "num_attention_heads": 4, '
      '"intermediate_size": 128, "vocab_size": 100}', "num_hidden_layers"),

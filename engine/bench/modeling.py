@@ -142,6 +142,9 @@ def make_batch(model: Model, micro_batch: int, device: str, generator: torch.Gen
         keep = torch.rand(ids.shape, generator=generator).to(device) >= 0.15  # BERT's 15% masking
         labels[keep] = -100
         return {"input_ids": ids, "labels": labels}
+    if model.objective == "seq2seq-lm":  # the model shifts the labels right into the decoder's inputs
+        target = torch.randint(0, model.vocab_size, (micro_batch, model.target_len), generator=generator).to(device)
+        return {"input_ids": ids, "labels": target}
     return {"input_ids": ids, "labels": ids}
 
 
