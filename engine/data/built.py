@@ -292,7 +292,13 @@ def describe_by_building(config: dict) -> dict:
                 moe_layers += 1
     inactive = round(expert_params * (1 - min(k, experts) / experts)) if experts and k else 0
     # The repeated blocks: the classes transformers will not split, as found in the tree.
-    names = set(getattr(net, "_no_split_modules", None) or ())
+    names = set(getattr(net, "_no_split_modules", None) or ()) & {type(m).__name__ for m in net.modules()}
+    if not names:  # a model that does not say (DeBERTa): the class of its largest list of like modules
+        lists = [m for m in net.modules() if isinstance(m, torch.nn.ModuleList) and len(m)
+                 and len({type(c) for c in m}) == 1]
+        if lists:
+            biggest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
+            names = {type(biggest[0]).__name__}
     blocks: dict[str, list] = {}
     dec_blocks = enc_blocks = enc_params = 0
     for name, m in net.named_modules():
