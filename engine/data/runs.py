@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -379,8 +380,56 @@ def _built_entry(path: Path, config: Mapping[str, Any], arch: Architecture) -> d
 
 
 def is_config_path(model_arg: str) -> bool:
-    """`--model` names a config.json (a path) rather than a preset id."""
+    """`--model` names a config.json (a path, or a model id in the local Hugging Face cache) rather than a
+    preset id."""
     return model_arg.endswith(".json") or "/" in model_arg or model_arg.startswith("~")
+
+
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def hf_cache_dir() -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub finds it: $HF_HUB_CACHE, else $HF_HOME/hub, else
+    ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                             / "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hf_cached_config(model_id: str) -> Path | None:
+    """The config.json of a model id ('allenai/OLMoE-1B-7B-0924') in the local Hugging Face cache, offline
+    (the files only, as HF_HUB_OFFLINE=1 would: nothing is downloaded): the snapshot its refs/main names,
+    else the newest one holding a config.json; None where the cache has none."""
+    if not _HF_ID.fullmatch(model_id) or ".." in model_id:
+        return None
+    repo = hf_cache_dir() / f"models--{model_id.replace('/', '--')}"
+    snapshots = repo / "snapshots"
+    try:
+        ref = (repo / "refs" / "main").read_text().strip()
+    except OSError:
+        ref = ""
+    if ref and re.fullmatch(r"[0-9a-f]{6,64}", ref) and (snapshots / ref / "config.json").is_file():
+        return snapshots / ref / "config.json"
+    try:
+        found = [p / "config.json" for p in snapshots.iterdir() if (p / "config.json").is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def config_path(model_arg: str) -> Path:
+    """The config.json `--model` names: a path, or a model id found in the local Hugging Face cache. A
+    RunError where it is neither."""
+    path = Path(model_arg).expanduser()
+    if path.exists() or model_arg.endswith(".json") or model_arg.startswith(("~", "/", ".")):
+        return path
+    cached = hf_cached_config(model_arg)
+    if cached is not None:
+        return cached
+    raise RunError(f"{model_arg}: no such file, and no model of that id in the local Hugging Face cache "
+                   f"({hf_cache_dir()}); the planner downloads nothing: give a config.json's path")
 
 
 def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) -> tuple[Presets, Model]:
@@ -390,7 +439,7 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
     is, with its own run)."""
     flags.check()
     if is_config_path(model_arg):
-        path = Path(model_arg).expanduser()
+        path = config_path(model_arg)
         config = read_config(path, str(path), "config.json")
         mid = config_id(path, config)
         clean = {k: v for k, v in config.items() if v is not None and not k.startswith("_")}
