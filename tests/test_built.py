@@ -160,3 +160,57 @@ def test_a_build_that_fails_names_the_file(tmp_path, monkeypatch):
         describe_or_build({"model_type": "no_such_model", "hidden_size": 8}, "their/config.json")
     assert str(e.value).startswith("their/config.json: ") and "no_such_model" in str(e.value)
     assert not list(tmp_path.rglob("*.json"))  # nothing cached
+
+
+@pytest.fixture
+def built_cache(tmp_path, monkeypatch):
+    """The fixtures' descriptions in a cache of the test's own, as a build would leave them (no process)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def put(name: str):
+        config = _config(name)
+        path = built._path_for(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**_described(name), "version": built.VERSION}))
+        return FIXTURES / f"{name}.json"
+
+    return put
+
+
+def test_a_mixture_of_experts_is_costed_on_its_active_parameters_and_held_whole(built_cache):
+    from engine.data.presets import load_presets
+    from engine.data.runs import model_for
+    from engine.data.space import Methods
+    from engine.predict import memory, terms
+
+    path = built_cache("olmoe")
+    presets, model = model_for(load_presets(include_user=False), str(path))
+    d = _described("olmoe")
+    s = memory.shape(model)
+    assert (s.params, s.active_params, s.experts) == (d["params"], d["active_params"], 8)
+    static = memory.static_terms(model, Methods(free_lunch=True), 1)
+    assert static["weights fp32"] == 4 * d["params"]  # every expert's weights, on every GPU
+    per_sample = model.flops_per_step / model.training.batch_size
+    assert per_sample == pytest.approx(d["flops"][0] * model.seq_len)  # the counted, active FLOPs
+    assert terms.compute_flops_per_sample(model) == pytest.approx(
+        terms.MOE_COMPUTE_FACTOR * (per_sample + d["flops"][1] * model.seq_len ** 2))
+    lines = terms.moe_lines(model, 4, 8)
+    assert "no expert parallelism" in " ".join(lines) and "unmeasured" in " ".join(lines)
+    assert terms.expert_parallel_bytes(model, 4, 1) == 0 < terms.expert_parallel_bytes(model, 4, 8)
+    assert "active" in model.training_flops_source
+
+
+def test_an_encoder_decoder_run_counts_input_tokens_and_says_its_target(built_cache):
+    from engine.data.presets import load_presets
+    from engine.data.runs import RunFlags, describe_run, model_for, run_key
+    from engine.predict import terms
+
+    path = built_cache("t5")
+    _, model = model_for(load_presets(include_user=False), str(path))
+    assert model.objective == "seq2seq-lm" and model.hf_class == "T5ForConditionalGeneration"
+    assert (model.seq_len, model.target_len) == (512, 128)
+    assert "512 in + 128 target" in describe_run(model) and "input tokens" in describe_run(model)
+    a_s, a_t, b_s, b_t, b_x = _described("t5")["flops"]
+    assert terms.attention_flops_per_sample(model) == pytest.approx(b_s * 512**2 + b_t * 128**2 + b_x * 512 * 128)
+    _, longer = model_for(load_presets(include_user=False), str(path), RunFlags(seq_len=1024))
+    assert longer.target_len == 256 and "+256" in run_key(longer)  # the target keeps its share of the input
