@@ -98,14 +98,27 @@ def test_encoders_and_encoder_decoders_say_what_they_train(name, objective, deco
         assert a_s > 0 and a_t > a_s and b_s > 0 and b_t > 0 and b_x > 0
 
 
-@pytest.mark.parametrize("name", ["llama"])
-def test_the_hand_written_describer_agrees_with_the_built_model(name):
-    config = _config(name)
-    d = _described(name)
-    a = describe(config, name)
+@pytest.mark.parametrize("path", [FIXTURES / "llama.json", ROOT / "presets" / "configs" / "llama-3.2-1b.json",
+                                  ROOT / "presets" / "configs" / "qwen2.5-1.5b.json",
+                                  ROOT / "presets" / "configs" / "olmo-1b.json"], ids=lambda p: p.stem)
+def test_the_hand_written_describer_agrees_with_the_built_model(path):
+    """The fast path (no torch) against the model built from the same config: the same parameters, shape,
+    and 6 x its matrix parameters within 3% of the FLOPs counted per token."""
+    config = json.loads(path.read_text())
+    d = built.describe_by_building(config)
+    a = describe(config, path.name)
     assert not a.built and a.params == d["params"] and a.embedding_params == d["embedding_params"]
     assert (a.layers, a.hidden, a.heads, a.kv_heads, a.head_dim) == (d["layers"], d["hidden"], d["heads"],
                                                                     d["kv_heads"], d["head_dim"])
+    matmul = a.params - a.embedding_params + (a.vocab * a.hidden if a.tied else 0)
+    assert d["flops"][0] == pytest.approx(6 * matmul, rel=0.03)
+    assert d["flops"][1] == pytest.approx(12 * a.layers * a.heads * a.head_dim, rel=0.03)
+
+
+def test_deepseek_latent_attention_and_shared_experts_count_as_active():
+    d = _described("deepseek_v3")
+    matmul = d["active_params"] - d["embedding_params"]
+    assert d["flops"][0] == pytest.approx(6 * matmul, rel=0.03) and d["shared_ffn"] == 32
 
 
 @pytest.mark.parametrize("change, field", [
