@@ -227,3 +227,17 @@ def test_an_encoder_decoder_run_counts_input_tokens_and_says_its_target(built_ca
     assert terms.attention_flops_per_sample(model) == pytest.approx(b_s * 512**2 + b_t * 128**2 + b_x * 512 * 128)
     _, longer = model_for(load_presets(include_user=False), str(path), RunFlags(seq_len=1024))
     assert longer.target_len == 256 and "+256" in run_key(longer)  # the target keeps its share of the input
+
+
+@pytest.mark.parametrize("name", ["olmoe", "t5", "modernbert", "falcon"])
+def test_a_built_model_gets_a_prediction_on_several_gpus_and_a_ranking(built_cache, capsys, name):
+    from tui_planner.cli import main
+
+    path = str(built_cache(name))
+    assert main(["predict", "--model", path, "--gpu", "h100", "--num-gpus", "2", "--methods", "free-lunch"]) == 0
+    out = capsys.readouterr().out
+    assert "free-lunch" in out and "days" in out
+    assert ("mixture of experts" in out) == (name == "olmoe")
+    assert main(["rank", "--model", path, "--budget", "100000"]) == 0
+    out = capsys.readouterr().out
+    assert "pred" in out and ("input tokens" in out) == (name == "t5")
