@@ -387,7 +387,7 @@ class Predictor:
             "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step, "own_link_bytes_s": own_link,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
-        p.lines += moe_lines(model, mb, num_gpus)
+        p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
         return p
 
     def _generation_basis(self, gen, factors_from: str, key: str | None) -> str:

@@ -198,8 +198,9 @@ def expert_parallel_bytes(model: Model, micro_batch: int, num_gpus: int) -> floa
     return micro_batch * s.tokens * per_token * (num_gpus - 1) / num_gpus
 
 
-def moe_lines(model: Model, micro_batch: int, num_gpus: int) -> list[str]:
-    """What a prediction for a mixture of experts rests on, in words."""
+def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = False) -> list[str]:
+    """What a prediction for a mixture of experts rests on, in words (`measured`: its architecture has
+    measured rows, which fit what the factor leaves)."""
     s = shape(model)
     if not s.experts:
         return []
@@ -208,8 +209,9 @@ def moe_lines(model: Model, micro_batch: int, num_gpus: int) -> list[str]:
             f"{s.active_params / 1e9:.3g}B active parameters, memory from all {s.params / 1e9:.3g}B (every "
             f"expert's weights, gradients and optimizer states on every GPU)",
             f"each active FLOP costs {MOE_COMPUTE_FACTOR:g}x a dense one (routing, grouped expert products): "
-            "an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; band "
-            f"{MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x for it",
+            + ("an assumption; this architecture's measured rows fit the rest" if measured else
+               "an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; band "
+               f"{MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x for it"),
             "data-parallel and sharded settings only (every GPU holds every expert): no expert parallelism; "
             f"one would add all-to-alls of ~{ep / 1e9:.2g} GB per GPU per pass at {micro_batch} x {s.tokens} "
             f"tokens over {max(num_gpus, 8)} GPUs"]
