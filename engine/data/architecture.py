@@ -315,6 +315,8 @@ def _vit(config, where) -> Architecture:
                         None, image, patch)
 
 
+# Config classes the memory model sizes with formulas of its own (engine/predict/memory.py).
+OWN_SHAPES = ("MambaConfig", "ConvNextConfig")
 # The config classes of the presets, by the model type the config would name.
 CONFIG_CLASS_TYPES = {"GPTNeoXConfig": "gpt_neox", "GPT2Config": "gpt2", "LlamaConfig": "llama",
                       "MistralConfig": "mistral", "Qwen2Config": "qwen2", "Qwen3Config": "qwen3",
@@ -329,6 +331,8 @@ def model_type_of(config_class: str, config: Mapping[str, Any]) -> str | None:
     mt = config.get("model_type") if isinstance(config, Mapping) else None
     if isinstance(mt, str) and (mt in DECODERS or mt in ("gpt_neox", "gpt2", "bert", "roberta", "vit", "gemma3")):
         return mt
+    if config_class in OWN_SHAPES:  # the memory model sizes these itself, however they were described
+        return None
     if isinstance(mt, str) and built.cached(config) is not None:  # built on the meta device before
         return mt
     return CONFIG_CLASS_TYPES.get(config_class)
