@@ -1544,3 +1544,59 @@ def test_the_app_command_opens_on_a_config_and_its_run_or_says_why_not(db, monke
     app.store.close()
     assert cli.main(["app", "--db", str(db), "--model", "vit-large", "--tokens", "1B"]) == 2
     assert "image model" in capsys.readouterr().err and len(opened) == 1
+
+
+def test_a_adds_a_model_from_a_config_path_or_the_hugging_face_cache_named_as_its_config_says(db, tmp_path, monkeypatch):
+    """Issue 40: `a` on the Plan screen asks for a config.json's path (→ completes it) or a model id in the local
+    Hugging Face cache (offline); the model is then listed, planned and named by its `_name_or_path`, shown
+    as text (never read as markup); a path that is neither is a message, not a traceback."""
+    import json
+
+    from tui_planner.app.completion import complete
+
+    config = json.loads(OLMO.read_text()) | {"_name_or_path": "lab/[bold]olmo-12l", "num_hidden_layers": 12}
+    (tmp_path / "runs" / "seven").mkdir(parents=True)
+    path = tmp_path / "runs" / "seven" / "config.json"
+    path.write_text(json.dumps(config))
+    assert complete(str(tmp_path / "ru")) == str(tmp_path / "runs") + "/"
+    assert complete(str(tmp_path / "runs" / "seven") + "/") == str(path)
+    hub = tmp_path / "hub"
+    snap = hub / "models--lab--olmo-6l" / "snapshots" / "0a1b2c"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(json.loads(OLMO.read_text()) | {"num_hidden_layers": 6}))
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    assert complete("lab/ol") == "lab/olmo-6l"
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            box = app.screen.query_one("#path", Input)
+            box.value = str(path)
+            await pilot.press("enter")
+            await ranked_on(pilot, app, "bold-olmo-12l")
+            assert app.screen.query_one("#model", Select).value == "bold-olmo-12l"
+            assert app.presets.model("bold-olmo-12l").config["num_hidden_layers"] == 12
+            assert app.config_models["bold-olmo-12l"] == str(path.resolve())
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            app.screen.query_one("#path", Input).value = "lab/olmo-6l"
+            await pilot.press("enter")
+            await ranked_on(pilot, app, "olmo-6l")
+            assert app.presets.model("olmo-6l").config["num_hidden_layers"] == 6
+            await pilot.press("a")
+            await pilot.pause(0.2)
+            app.screen.query_one("#path", Input).value = "nobody/no-such-model"
+            await pilot.press("enter")
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if any("no model of that id in the local Hugging Face cache" in str(n.message)
+                       for n in app._notifications):
+                    break
+            else:
+                raise AssertionError("no message for a model that is nowhere")
+            assert app.state.model == "olmo-6l"
+
+    asyncio.run(go())

@@ -58,7 +58,7 @@ def test_shipped_configs_have_their_published_sizes(name, params):
 
 @pytest.mark.parametrize("change, message", [
     ({"num_local_experts": 8}, "mixture of experts"),
-    ({"model_type": "rwkv"}, "is not one the planner can describe"),
+    ({"model_type": "rwkv"}, "is not one the hand-written describer knows"),
     ({"num_hidden_layers": 1_000_000}, "num_hidden_layers = '1000000' is not a whole number from 1 to 10,000"),
     ({"vocab_size": 10**12}, "vocab_size"),
     ({"num_attention_heads": 32, "num_key_value_heads": 5}, "not a multiple"),

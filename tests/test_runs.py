@@ -151,7 +151,12 @@ def test_a_config_a_preset_already_has_is_that_preset(presets):
 
 @pytest.mark.parametrize("text, why", [
     ("{not json", "readable config.json"),
-    ('{"model_type": "mixtral", "num_local_experts": 8}', "mixture of experts"),
+    ('{"model_type": "mixtral", "num_local_experts": 1000000}', "num_local_experts"),
+    ('{"model_type": "mpt", "auto_map": {"AutoModelForCausalLM": "x.Y"}}', "auto_map"),
+    ('{"model_type": "mpt", "n_layers": 1000000}', "n_layers"),
+    ('{"model_type": "t5", "vocab_size": 1000000000000}', "vocab_size"),
+    ('{"model_type": "falcon", "hidden_size": 200000, "num_hidden_layers": 1000, "vocab_size": 10000000}',
+     "parameters"),
     ('{"model_type": "llama", "hidden_size": 64}', "num_hidden_layers"),
     ('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1000000, "num_attention_heads": 4, '
      '"intermediate_size": 128, "vocab_size": 100}', "num_hidden_layers"),
@@ -335,3 +340,25 @@ def test_a_longer_sequence_costs_attention_and_keeps_what_the_architecture_measu
     # Twice the sequence, the same tokens: attention's s x s products grow, so the run takes longer.
     assert own["days"] < longer["days"] < longest["days"]
     assert longest["mfu"] < own["mfu"]  # MFU counts 6·N·D, which leaves attention out
+
+
+def test_a_model_id_is_read_from_the_local_hugging_face_cache_only(tmp_path, monkeypatch, presets):
+    """Offline: the snapshot refs/main names, its config.json; an id the cache lacks is a message saying the
+    planner downloads nothing."""
+    from engine.data.runs import RunError, config_path, hf_cached_config
+
+    hub = tmp_path / "hub"
+    repo = hub / "models--lab--tiny-llama"
+    for snap, layers in (("aaaa11", 2), ("bbbb22", 3)):
+        (repo / "snapshots" / snap).mkdir(parents=True)
+        config = json.loads((CONFIGS / "llama-3.2-1b.json").read_text()) | {"num_hidden_layers": layers}
+        (repo / "snapshots" / snap / "config.json").write_text(json.dumps(config))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("aaaa11\n")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    assert hf_cached_config("lab/tiny-llama") == repo / "snapshots" / "aaaa11" / "config.json"
+    _, m = model_for(presets, "lab/tiny-llama")
+    assert m.config["num_hidden_layers"] == 2 and m.id == "tiny-llama"
+    assert hf_cached_config("../../etc") is None
+    with pytest.raises(RunError, match="downloads nothing"):
+        config_path("lab/not-here")

@@ -142,6 +142,9 @@ def make_batch(model: Model, micro_batch: int, device: str, generator: torch.Gen
         keep = torch.rand(ids.shape, generator=generator).to(device) >= 0.15  # BERT's 15% masking
         labels[keep] = -100
         return {"input_ids": ids, "labels": labels}
+    if model.objective == "seq2seq-lm":  # the decoder reads the target shifted right: random ids of its length
+        target = torch.randint(0, model.vocab_size, (micro_batch, model.target_len), generator=generator).to(device)
+        return {"input_ids": ids, "decoder_input_ids": target.roll(1, dims=1), "labels": target}
     return {"input_ids": ids, "labels": ids}
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from engine.data import built
 from engine.data.errors import PlannerError
 
 # What real models span, with room: a value outside these is a mistake in the file, said as such.
@@ -41,6 +42,10 @@ class ArchitectureError(PlannerError):
     """A config.json the planner cannot describe; the message names the file and what is missing."""
 
 
+class NeedsBuild(ArchitectureError):
+    """A model the hand-written describer does not know, and nobody built yet: `describe_or_build` can."""
+
+
 @dataclass(frozen=True)
 class Architecture:
     model_type: str
@@ -60,12 +65,54 @@ class Architecture:
     max_positions: int | None = None
     image_size: int | None = None
     patch_size: int | None = None
+    # Read from the model built on the meta device (engine/data/built.py); the defaults are the dense ones.
+    built: bool = False
+    active_params: int | None = None  # a mixture of experts: the parameters one token goes through
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_layers: int = 0
+    decoder_layers: int = 0  # an encoder-decoder: the layers of `layers` that run on the target
+    block_class: str = ""  # the repeated block (FSDP's wrap, checkpointing's unit)
+    config_class: str = ""
+    hf_class: str = ""
+    objective: str = ""
+    flops: tuple[float, ...] = ()  # per-sample FLOPs coefficients (built.py): (a, b) or (a_s, a_t, b_s, b_t, b_x)
+    flops_source: str = ""
+    attention: str = ""  # the attention implementation the built model took: sdpa, else eager
+
+    @property
+    def active(self) -> int:
+        return self.active_params if self.active_params is not None else self.params
+
+    def linear_flops_per_sample(self, tokens: int, target: int = 0) -> float:
+        """FLOPs of one sample's forward + backward that grow with its tokens (every matrix product but
+        attention's s x s ones): counted where built, else 6 x the parameters per token."""
+        if not self.flops:
+            return 6.0 * self.params * tokens
+        if len(self.flops) == 2:
+            return self.flops[0] * tokens
+        return self.flops[0] * tokens + self.flops[1] * target
+
+    def attention_flops_per_sample(self, tokens: int, target: int = 0) -> float | None:
+        """Attention's s x s products in one sample's forward + backward, counted (None: not built)."""
+        if not self.flops:
+            return None
+        if len(self.flops) == 2:
+            return self.flops[1] * tokens * tokens
+        return self.flops[2] * tokens ** 2 + self.flops[3] * target ** 2 + self.flops[4] * tokens * target
 
     @property
     def attention_params(self) -> int:
         return self.layers * self.hidden * (2 * self.heads + 2 * self.kv_heads) * self.head_dim
 
     def summary(self) -> str:
+        if self.built:
+            moe = (f", a mixture of {self.experts} experts ({self.experts_per_token} a token): "
+                   f"{self.active / 1e9:.3g}B of {self.params / 1e9:.3g}B parameters active" if self.experts else
+                   f"; {self.params / 1e9:.3g}B parameters")
+            dec = f" ({self.layers - self.decoder_layers} encoder, {self.decoder_layers} decoder)" if self.decoder_layers else ""
+            return (f"{self.model_type} ({self.hf_class}, built on the meta device): {self.layers} {self.block_class} "
+                    f"blocks{dec}, hidden {self.hidden}, {self.heads} heads, vocabulary {self.vocab:,}{moe}")
         gqa = f", {self.kv_heads} key/value heads" if self.kv_heads != self.heads else ""
         return (f"{self.model_type}: {self.layers} layers, hidden {self.hidden}, {self.heads} heads{gqa} of "
                 f"{self.head_dim}, {'gated ' if self.gated else ''}MLP {self.ffn}, vocabulary {self.vocab:,}"
@@ -103,9 +150,15 @@ def describe(config: Mapping[str, Any], where: str = "config.json") -> Architect
     mt = str(config.get("model_type") or "")
     moe = [k for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
            if config.get(k)]
-    if moe:
-        raise ArchitectureError(f"{where}: a mixture of experts ({moe[0]} = {config[moe[0]]!r}): the planner "
-                                "describes dense models only; `tui-planner bench` can still measure it")
+    if moe or not is_known(mt):
+        found = built.cached(config, where)
+        if found is not None:
+            return from_built(found)
+        what = (f"a mixture of experts ({moe[0]} = {str(config[moe[0]])[:40]!r})" if moe else
+                f"model_type {mt[:40] or '(none)'!r} is not one the hand-written describer knows (it knows "
+                f"{', '.join(FAMILIES)})")
+        raise NeedsBuild(f"{where}: {what}: the planner describes it by building it on the meta device, which "
+                         "needs torch and transformers (`pip install '.[bench]'`)")
     if mt in DECODERS:
         return _decoder(config, where, mt)
     if mt == "gpt_neox":
@@ -116,9 +169,40 @@ def describe(config: Mapping[str, Any], where: str = "config.json") -> Architect
         return _encoder(config, where, mt)
     if mt == "vit":
         return _vit(config, where)
-    raise ArchitectureError(
-        f"{where}: model_type {mt or '(none)'!r} is not one the planner can describe (it knows "
-        f"{', '.join(FAMILIES)}); `tui-planner bench` can still measure it")
+    raise ArchitectureError(f"{where}: model_type {mt or '(none)'!r} is not one the planner can describe")
+
+
+def is_known(model_type: str) -> bool:
+    """A model type the hand-written describer knows (no torch needed)."""
+    return model_type in DECODERS or model_type in ("gpt_neox", "gpt2", "bert", "roberta", "vit")
+
+
+def describe_or_build(config: Mapping[str, Any], where: str = "config.json") -> Architecture:
+    """describe(), building the model on the meta device (in a process of its own) where the hand-written
+    describer does not know it; a BuildError, an ArchitectureError, names the file and the field."""
+    try:
+        return describe(config, where)
+    except NeedsBuild:
+        pass
+    try:
+        return from_built(built.build(dict(config), where))
+    except built.BuildError as e:
+        raise ArchitectureError(str(e)) from None
+
+
+def from_built(d: Mapping[str, Any]) -> Architecture:
+    """The Architecture of a description built on the meta device (engine/data/built.py)."""
+    inner = d["ffn"] * max(1, d.get("experts_per_token") or 1) if d.get("experts") else d["ffn"]
+    return Architecture(
+        d["model_type"], d["kind"], d["layers"], d["hidden"], d["heads"], d["kv_heads"] or d["heads"],
+        d["head_dim"], inner + d.get("shared_ffn", 0), bool(d.get("gated")), d["vocab"], bool(d.get("tied")),
+        "as built", int(d["params"]), int(d["embedding_params"]), d.get("max_positions"), built=True,
+        active_params=int(d["active_params"]), experts=int(d.get("experts") or 0),
+        experts_per_token=int(d.get("experts_per_token") or 0), moe_layers=int(d.get("moe_layers") or 0),
+        decoder_layers=int(d.get("decoder_layers") or 0), block_class=str(d.get("block_class") or ""),
+        config_class=d["config_class"], hf_class=d["hf_class"], objective=d["objective"],
+        flops=tuple(float(x) for x in d["flops"]), flops_source=str(d.get("flops_source") or ""),
+        attention=str(d.get("attention") or ""))
 
 
 # The model types whose transformers config refuses a hidden size that is not a multiple of the heads even
@@ -231,6 +315,8 @@ def _vit(config, where) -> Architecture:
                         None, image, patch)
 
 
+# Config classes the memory model sizes with formulas of its own (engine/predict/memory.py).
+OWN_SHAPES = ("MambaConfig", "ConvNextConfig")
 # The config classes of the presets, by the model type the config would name.
 CONFIG_CLASS_TYPES = {"GPTNeoXConfig": "gpt_neox", "GPT2Config": "gpt2", "LlamaConfig": "llama",
                       "MistralConfig": "mistral", "Qwen2Config": "qwen2", "Qwen3Config": "qwen3",
@@ -244,5 +330,9 @@ def model_type_of(config_class: str, config: Mapping[str, Any]) -> str | None:
     this module does not describe (Mamba and ConvNeXt are sized by the memory model itself)."""
     mt = config.get("model_type") if isinstance(config, Mapping) else None
     if isinstance(mt, str) and (mt in DECODERS or mt in ("gpt_neox", "gpt2", "bert", "roberta", "vit", "gemma3")):
+        return mt
+    if config_class in OWN_SHAPES:  # the memory model sizes these itself, however they were described
+        return None
+    if isinstance(mt, str) and built.cached(config) is not None:  # built on the meta device before
         return mt
     return CONFIG_CLASS_TYPES.get(config_class)

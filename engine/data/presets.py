@@ -27,7 +27,7 @@ from engine.data.paths import presets_dir, user_presets_dir
 
 ARCHITECTURES = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
 PRECISIONS = ("fp16", "bf16", "fp32")
-OBJECTIVES = ("causal-lm", "masked-lm", "image-classification")
+OBJECTIVES = ("causal-lm", "masked-lm", "seq2seq-lm", "image-classification")
 OPTIMIZERS = ("adam", "adamw")
 ATTENTION = ("sdpa", "eager", "none")
 CHECKPOINTING = ("hf", "stages", "none")
@@ -140,6 +140,9 @@ class Model:
     paper_training_flops: float | None = None
     source: str = ""
     note: str = ""
+    # An encoder-decoder (seq2seq-lm): the target's tokens a sample; seq_len is the input's, and the run's
+    # tokens count input tokens.
+    target_len: int | None = None
 
     @property
     def flops_per_step(self) -> float:
@@ -594,6 +597,7 @@ def _model(mid: str, t: Table) -> Model:
         paper_training_flops=t.number("paper_training_flops", default=None),
         source=t.str("source", default=""),
         note=t.str("note", default=""),
+        target_len=t.int("target_len") if objective == "seq2seq-lm" else None,
     )
     t.finish()
     return m

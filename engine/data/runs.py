@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Mapping
 
 from engine.data.architecture import CONFIG_CLASS_TYPES, Architecture, model_type_of
 from engine.data.architecture import describe as describe_architecture
+from engine.data.architecture import describe_or_build
 from engine.data.errors import PlannerError
 from engine.data.presets import OPTIMIZERS, PRECISIONS, Model, Presets, model_from_entry, read_config
 from engine.data.safe import is_id
@@ -32,6 +34,10 @@ from engine.data.safe import is_id
 DEFAULT_BATCH_TOKENS = 2**20  # about a million tokens a step: what 2024-25 1B-scale runs use (Pythia: 2M)
 DEFAULT_TOKENS_PER_PARAM = 20  # compute-optimal (Hoffmann et al. 2022, "Chinchilla")
 DEFAULT_SEQ_LEN = 2048
+# An encoder-decoder's sample: T5's span corruption reads 512 tokens and writes some 114 (Raffel et al. 2020,
+# Sec. 3.1.4); a quarter of the input, rounded.
+DEFAULT_INPUT_LEN = 512
+DEFAULT_TARGET_SHARE = 0.25
 DEFAULT_IMAGE_BATCH = 1024
 DEFAULT_IMAGE_STEPS = 100_000
 MAX_TOKENS = 1e15  # a quadrillion tokens: beyond any run of this decade, so a typo rather than a plan
@@ -103,10 +109,14 @@ def tokens(model: Model) -> int:
 
 
 def run_key(model: Model) -> str:
-    """What sets the time of one step: global batch x sequence (or image side), precision, optimizer. Stored
-    with every trial row (`training_run`); its steps are stored beside it."""
+    """What sets the time of one step: global batch x sequence (or image side; an encoder-decoder's input +
+    target), precision, optimizer. Stored with every trial row (`training_run`); its steps are stored beside it."""
     t = model.training
-    return key_of(t.batch_size, model.seq_len, model.image_size, t.precision, t.optimizer)
+    key = key_of(t.batch_size, model.seq_len, model.image_size, t.precision, t.optimizer)
+    if model.target_len:
+        shape, rest = key.split(" ", 1)
+        key = f"{shape}+{model.target_len} {rest}"
+    return key
 
 
 def key_of(batch: int, seq_len: int | None, image_size: int | None, precision: str, optimizer: str) -> str:
@@ -127,17 +137,20 @@ def describe_run(model: Model) -> str:
     if is_image(model):
         return (f"{short_count(tokens(model))} images: {t.steps:,} steps of {t.batch_size:,} at {model.image_size}px, "
                 f"{t.precision}, {t.optimizer}")
+    if model.target_len:
+        return (f"{short_count(tokens(model))} input tokens: {t.steps:,} steps of {t.batch_size:,} x "
+                f"({model.seq_len:,} in + {model.target_len:,} target), {t.precision}, {t.optimizer}")
     return (f"{short_count(tokens(model))} tokens: {t.steps:,} steps of {t.batch_size:,} x {model.seq_len:,}, "
             f"{t.precision}, {t.optimizer}")
 
 
 def params_of(model: Model) -> float | None:
-    """The parameter count: from the config where the planner can describe it, else from the 6·N·D the
-    preset's FLOPs imply."""
+    """The parameter count (a mixture of experts: the parameters a token goes through): from the config where
+    the planner can describe it, else from the 6·N·D the preset's FLOPs imply."""
     mt = model_type_of(model.config_class, model.config)
     if mt is not None:
         try:
-            return float(describe_arch(model).params)
+            return float(describe_arch(model).active)
         except PlannerError:
             pass
     units = tokens(model)
@@ -241,7 +254,8 @@ def with_run(model: Model, flags: RunFlags, known_ids: Mapping[str, Any] | None 
                                    warmup_steps=min(t.warmup_steps, max(0, steps // 10)) if steps < t.steps
                                    else t.warmup_steps)
     per_unit = model.training_flops / tokens(model)  # 6·N (the preset's FLOPs per token, or per image)
-    new = dataclasses.replace(model, training=training, seq_len=None if image else int(seq),
+    target = model.target_len and max(1, round(model.target_len * int(seq) / model.seq_len))
+    new = dataclasses.replace(model, training=training, seq_len=None if image else int(seq), target_len=target,
                               training_flops=per_unit * steps * batch * per_sample,
                               training_flops_source=f"{model.training_flops_source}; scaled to this run",
                               paper_training_flops=None)
@@ -292,9 +306,12 @@ def config_model_entry(path: Path, config: Mapping[str, Any]) -> dict[str, Any]:
     """The presets entry for a model from nothing but its config.json, with the default run (the flags change
     it): sequence 2,048 (or the model's own, if shorter), about a million tokens a step, 20 tokens a
     parameter (compute-optimal), bf16, AdamW. Raises ArchitectureError (naming the file and the field) for a
-    config the planner cannot describe."""
+    config the planner cannot describe. A model the hand-written describer does not know is built on the meta
+    device (engine/data/built.py): its class, objective and counted FLOPs come from the built model."""
     where = str(path)
-    arch = describe_architecture(config, where)
+    arch = describe_or_build(config, where)
+    if arch.built:
+        return _built_entry(path, config, arch)
     mt = arch.model_type
     archs = config.get("architectures")
     named = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
@@ -331,9 +348,88 @@ def config_model_entry(path: Path, config: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _built_entry(path: Path, config: Mapping[str, Any], arch: Architecture) -> dict[str, Any]:
+    """The presets entry for a model built on the meta device: its training FLOPs are the counted ones
+    (everything but attention's s x s products, which the predictor adds by the counted coefficient), a
+    mixture of experts' those of the experts a token is routed to."""
+    mt = arch.model_type
+    seq2seq = arch.objective == "seq2seq-lm"
+    seq = DEFAULT_INPUT_LEN if seq2seq else DEFAULT_SEQ_LEN
+    if arch.max_positions:
+        seq = min(seq, arch.max_positions)
+    target = max(1, round(seq * DEFAULT_TARGET_SHARE)) if seq2seq else 0
+    batch = max(1, DEFAULT_BATCH_TOKENS // seq)
+    steps = max(1, math.ceil(DEFAULT_TOKENS_PER_PARAM * arch.active / (batch * seq)))
+    flops = arch.linear_flops_per_sample(seq, target) * batch * steps
+    moe = (f"; a mixture of {arch.experts} experts, {arch.experts_per_token} a token: {arch.active:,} of "
+           f"{arch.params:,} parameters active" if arch.experts else "")
+    entry: dict[str, Any] = {
+        "name": f"{config_id(path, config)} ({mt}, from {path.name})", "hf_config": str(path.resolve()),
+        "hf_class": arch.hf_class, "config_class": arch.config_class, "objective": arch.objective,
+        "params": arch.params, "seq_len": seq, "vocab_size": arch.vocab,
+        "training_flops": flops, "training_flops_source": f"{arch.flops_source}, at this run's sequence{moe}",
+        "attention": arch.attention if arch.attention in ("sdpa", "eager") else "sdpa",
+        "source": f"{path} (model_type {mt}, built on the meta device); the run: tui-planner's defaults and your flags",
+        "training": {"precision": "bf16", "optimizer": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
+                     "weight_decay": 0.1, "max_grad_norm": 1.0, "schedule": "cosine", "batch_size": batch,
+                     "steps": steps, "warmup_steps": min(2000, steps // 10)},
+    }
+    if seq2seq:
+        entry["target_len"] = target
+    return entry
+
+
 def is_config_path(model_arg: str) -> bool:
-    """`--model` names a config.json (a path) rather than a preset id."""
+    """`--model` names a config.json (a path, or a model id in the local Hugging Face cache) rather than a
+    preset id."""
     return model_arg.endswith(".json") or "/" in model_arg or model_arg.startswith("~")
+
+
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def hf_cache_dir() -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub finds it: $HF_HUB_CACHE, else $HF_HOME/hub, else
+    ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                             / "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hf_cached_config(model_id: str) -> Path | None:
+    """The config.json of a model id ('allenai/OLMoE-1B-7B-0924') in the local Hugging Face cache, offline
+    (the files only, as HF_HUB_OFFLINE=1 would: nothing is downloaded): the snapshot its refs/main names,
+    else the newest one holding a config.json; None where the cache has none."""
+    if not _HF_ID.fullmatch(model_id) or ".." in model_id:
+        return None
+    repo = hf_cache_dir() / f"models--{model_id.replace('/', '--')}"
+    snapshots = repo / "snapshots"
+    try:
+        ref = (repo / "refs" / "main").read_text().strip()
+    except OSError:
+        ref = ""
+    if ref and re.fullmatch(r"[0-9a-f]{6,64}", ref) and (snapshots / ref / "config.json").is_file():
+        return snapshots / ref / "config.json"
+    try:
+        found = [p / "config.json" for p in snapshots.iterdir() if (p / "config.json").is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def config_path(model_arg: str) -> Path:
+    """The config.json `--model` names: a path, or a model id found in the local Hugging Face cache. A
+    RunError where it is neither."""
+    path = Path(model_arg).expanduser()
+    if path.exists() or model_arg.endswith(".json") or model_arg.startswith(("~", "/", ".")):
+        return path
+    cached = hf_cached_config(model_arg)
+    if cached is not None:
+        return cached
+    raise RunError(f"{model_arg}: no such file, and no model of that id in the local Hugging Face cache "
+                   f"({hf_cache_dir()}); the planner downloads nothing: give a config.json's path")
 
 
 def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) -> tuple[Presets, Model]:
@@ -343,7 +439,7 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
     is, with its own run)."""
     flags.check()
     if is_config_path(model_arg):
-        path = Path(model_arg).expanduser()
+        path = config_path(model_arg)
         config = read_config(path, str(path), "config.json")
         mid = config_id(path, config)
         clean = {k: v for k, v in config.items() if v is not None and not k.startswith("_")}

@@ -57,6 +57,13 @@ class Shape:
     kv_heads: int = 0  # grouped-query attention: key/value heads (0: as many as query heads)
     head_dim: int = 0  # 0: hidden / heads
     gated: bool = False  # SwiGLU / GeGLU MLP: three matrices and two wide tensors
+    # A model built on the meta device (engine/data/built.py): attention's s x s FLOPs per sample as counted
+    # (None: by formula), and a mixture of experts' experts (memory holds all `params`; compute the active).
+    attention_flops: float | None = None
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_layers: int = 0
+    active_params: float = 0.0
 
     def layer_bytes_per_token(self) -> float:
         """16-bit activation bytes one transformer layer keeps per token (Korthikanti et al. 2022, Sec. 4.1,
@@ -198,6 +205,14 @@ def _described(model: Model) -> Shape | None:
         return Shape("transformer", params, a.layers, a.hidden, a.heads, patches + 1, 1, classes, a.ffn,
                      attention_dropout=dropout, kv_heads=a.kv_heads, head_dim=a.head_dim)
     seq = model.seq_len or a.max_positions or 2048
+    if a.built:
+        # An encoder-decoder's layers: the encoder's on the input, the decoder's on the target, with its logits
+        # (counted here as every layer on the input: more activations than it keeps, which kappa absorbs).
+        target = model.target_len or 0
+        return Shape("transformer", a.params, a.layers, a.hidden, a.heads, seq, target or seq, a.vocab, a.ffn,
+                     embedding_params=a.embedding_params, kv_heads=a.kv_heads, head_dim=a.head_dim, gated=a.gated,
+                     attention_flops=a.attention_flops_per_sample(seq, target), experts=a.experts,
+                     experts_per_token=a.experts_per_token, moe_layers=a.moe_layers, active_params=a.active)
     dropout = a.kind == "encoder" and _fraction(model, "attention_probs_dropout_prob", 0.1) > 0
     return Shape("transformer", a.params, a.layers, a.hidden, a.heads, seq, seq, a.vocab, a.ffn,
                  attention_dropout=dropout, embedding_params=a.embedding_params, kv_heads=a.kv_heads,

@@ -21,7 +21,7 @@ from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_B
                                   LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
                                   compute_flops_per_sample, compute_peak_flops, group_of, host_bytes, host_bytes_per_s,
                                   host_kind, host_transfers, link_bytes_per_s, link_name, offload_kind, optimizer_bytes,
-                                  recompute, traffic_terms, attention_share)
+                                  recompute, traffic_terms, attention_share, MOE_BAND, moe_lines)
 
 # --- predictions --------------------------------------------------------------------------------------
 
@@ -334,6 +334,10 @@ class Predictor:
         p.pass_s, p.update_s, p.step_s, p.days, p.mfu, p.capped = pass_s, update_s, step_s, days, mfu, capped
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
         band = self.band(arch, s.family)
+        if s.experts and arch not in self.bands:  # a mixture of experts nobody measured: its factor's own band
+            band = combine(band, Band(MOE_BAND[0], MOE_BAND[1], (), "mixture of experts, unmeasured"),
+                           f"{band.what if band else 'no model band'}; and a mixture of experts' unmeasured "
+                           f"compute factor ({MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x)")
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen_band is None:
                 gen_band = Band.from_errors([], f"{gen.name}: the published-row validation has not been run "
@@ -383,6 +387,7 @@ class Predictor:
             "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step, "own_link_bytes_s": own_link,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
+        p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
         return p
 
     def _generation_basis(self, gen, factors_from: str, key: str | None) -> str:

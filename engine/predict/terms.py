@@ -159,14 +159,62 @@ def attention_flops_per_sample(model: Model) -> float:
     6·N·D a preset's FLOPs (and MFU) count, yet what makes a longer sequence slower per token. 0 without
     attention."""
     s = shape(model)
+    if s.attention_flops is not None:  # counted on the model built on the meta device
+        return s.attention_flops
     if s.family != "transformer" or not s.heads or not s.tokens:
         return 0.0
     return 12 * s.layers * s.hidden * s.tokens ** 2
 
 
 def compute_flops_per_sample(model: Model) -> float:
-    """What the roofline's compute term runs: the preset's FLOPs per sample and attention's."""
-    return flops_per_sample(model) + attention_flops_per_sample(model)
+    """What the roofline's compute term runs: the preset's FLOPs per sample and attention's; a mixture of
+    experts' FLOPs cost MOE_COMPUTE_FACTOR times a dense model's (moe_factor)."""
+    return (flops_per_sample(model) + attention_flops_per_sample(model)) * moe_factor(model)
+
+
+# Transformers' own mixture-of-experts layers reach far less of the peak per active FLOP than a dense model's
+# matrix products: tokens are routed (a top-k, a sort or scatter, a gather back), and the experts' products
+# are grouped ones that may fall back to slower kernels. An assumption, not a measurement: each active FLOP
+# costs twice a dense one, with a wide band (MOE_BAND) until a measured mixture of experts fits its own
+# architecture. The engine measures data-parallel and sharded settings only (every GPU holds every expert):
+# no expert parallelism.
+MOE_COMPUTE_FACTOR = 2.0
+MOE_BAND = (0.5, 2.0)  # days x these factors: from four times a dense model's efficiency to the same as one
+
+
+def moe_factor(model: Model) -> float:
+    return MOE_COMPUTE_FACTOR if shape(model).experts else 1.0
+
+
+def expert_parallel_bytes(model: Model, micro_batch: int, num_gpus: int) -> float:
+    """What an expert-parallel run (experts spread over the GPUs) would add, per GPU per pass, and this engine
+    never runs: two all-to-alls a mixture-of-experts layer (tokens out to their experts, results back), in the
+    forward and again in the backward, of each token's hidden state (16-bit) to each of its k experts, all but
+    1/N of them on another GPU."""
+    s = shape(model)
+    if not s.experts or num_gpus <= 1:
+        return 0.0
+    per_token = 2 * 2 * s.experts_per_token * s.hidden * 2 * s.moe_layers
+    return micro_batch * s.tokens * per_token * (num_gpus - 1) / num_gpus
+
+
+def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = False) -> list[str]:
+    """What a prediction for a mixture of experts rests on, in words (`measured`: its architecture has
+    measured rows, which fit what the factor leaves)."""
+    s = shape(model)
+    if not s.experts:
+        return []
+    ep = expert_parallel_bytes(model, micro_batch, max(num_gpus, 8))
+    return [f"mixture of experts: {s.experts} experts, {s.experts_per_token} a token; compute from the "
+            f"{s.active_params / 1e9:.3g}B active parameters, memory from all {s.params / 1e9:.3g}B (every "
+            f"expert's weights, gradients and optimizer states on every GPU)",
+            f"each active FLOP costs {MOE_COMPUTE_FACTOR:g}x a dense one (routing, grouped expert products): "
+            + ("an assumption; this architecture's measured rows fit the rest" if measured else
+               "an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; band "
+               f"{MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x for it"),
+            "data-parallel and sharded settings only (every GPU holds every expert): no expert parallelism; "
+            f"one would add all-to-alls of ~{ep / 1e9:.2g} GB per GPU per pass at {micro_batch} x {s.tokens} "
+            f"tokens over {max(num_gpus, 8)} GPUs"]
 
 
 def attention_share(model: Model) -> float:

@@ -115,7 +115,7 @@ class PlannerApp(App):
         model read from it); `run`: the command line's run flags; `budget`, `deadline`: the command line's.
         `remember`: open on the last plan (app/saved.py; the flags given win over it) and keep this one.
         Raises PlannerError for a model or run given that cannot be."""
-        from engine.data.runs import is_config_path, model_for
+        from engine.data.runs import config_path, is_config_path, model_for
 
         super().__init__()
         self.remember = remember
@@ -133,9 +133,10 @@ class PlannerApp(App):
             same_model = model is not None
         self.model_config: str | None = None  # the config.json the model was read from (saved with the plan)
         self.model_config_id: str | None = None  # the id it has here (the config's own name)
+        self.config_models: dict[str, str] = {}  # models added from a config.json (`a`): id -> its path
         if model and is_config_path(model):
             presets, read = model_for(presets, model)  # the config's model on its own run, under its id
-            self.model_config = str(Path(model).expanduser().resolve())
+            self.model_config = str(config_path(model).resolve())
             model = self.model_config_id = read.id
         self.default_model = "pythia-1b" if "pythia-1b" in presets.models else next(iter(presets.models))
         first = model or saved.get("model") or self.default_model
@@ -298,6 +299,7 @@ class PlannerApp(App):
         from tui_planner.app import saved as saved_plan
 
         config = self.model_config if self.state.model == self.initial.model else None
+        config = self.config_models.get(self.state.model, config)
         try:
             saved_plan.save(self.state, config)
         except OSError as e:
@@ -513,6 +515,32 @@ class PlannerApp(App):
         self.notify(fmt.visible(f"Saved a screenshot of this screen to {written}"), title="Screenshot", timeout=10,
                     markup=False)
         return None
+
+    def load_model(self, text: str) -> None:
+        """Read a model from a config.json's path or a Hugging Face cache id (offline) in a thread: a model
+        the hand-written describer does not know is built on the meta device first (seconds, once: its
+        description is cached). The Plan screen then shows it; a config that cannot be read is a message."""
+        self.notify(fmt.visible(f"Reading {text}…"), timeout=3, markup=False)
+        self.run_worker(lambda: self._load_model(text), thread=True, group="load-model", exit_on_error=False)
+
+    def _load_model(self, text: str) -> None:
+        from engine.data.runs import config_path, model_for
+
+        try:
+            presets, model = model_for(self.presets, text)
+            path = str(config_path(text).resolve())
+        except (PlannerError, OSError) as e:
+            self.call_from_thread(self.notify, fmt.visible(e, newlines=True), title="Cannot load the model",
+                                  severity="error", timeout=10, markup=False)
+            return
+        self.call_from_thread(self._model_loaded, presets, model.id, path)
+
+    def _model_loaded(self, presets: Presets, model_id: str, path: str) -> None:
+        self.presets = presets
+        self.config_models[model_id] = path
+        self.update_state(model=model_id)  # the Plan screen lists it as it shows the state
+        self.notify(fmt.visible(f"{model_id}: {presets.model(model_id).name}"), title="Model loaded", timeout=5,
+                    markup=False)
 
     def action_open_db(self) -> None:
         from tui_planner.app.screens.dialogs import AskPath

@@ -181,14 +181,15 @@ class Confirm(ModalScreen[bool]):
 class AskPath(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, title: str, value: str = "", hint: str = "enter opens, escape cancels") -> None:
+    def __init__(self, title: str, value: str = "", hint: str = "enter opens, escape cancels",
+                 suggester: Any = None) -> None:
         super().__init__()
-        self.title_text, self.value, self.hint = title, value, hint
+        self.title_text, self.value, self.hint, self.suggester = title, value, hint, suggester
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text)
-            yield Input(self.value, id="path")
+            yield Input(self.value, id="path", suggester=self.suggester)
             yield Label(content(f"[dim]{fmt.esc(self.hint)}[/]"), id="path-hint")
 
     def on_mount(self) -> None:

@@ -162,6 +162,9 @@ class PlanScreen(WhatIfScreen):
                 tooltip="the result behind the highlighted option (in a field: apply it, back to the table)"),
         Binding("dollar_sign", "prices", "Prices", show=False, key_display="$",
                 tooltip="every price with its date and source, stale ones marked, and how to override"),
+        Binding("a", "load_model", "Add model", show=False,
+                tooltip="a model from its config.json (a path; → completes) or from the local Hugging Face cache "
+                        "by id (offline: nothing is downloaded)"),
         Binding("R", "reset", "Reset", show=False,
                 tooltip="reset the plan to the defaults (model, run, budget, deadline, sources, GPUs, prices)"),
     ]
@@ -252,6 +255,11 @@ class PlanScreen(WhatIfScreen):
         self._show_note()
         self._show_gpus(s)
         model = self.query_one("#model", Select)
+        listed = tuple(self.app.presets.models)
+        if getattr(self, "_models_listed", listed) != listed:  # a model added since (`a`: app.load_model)
+            with model.prevent(Select.Changed):
+                model.set_options([(fmt.text(m), m) for m in listed])
+        self._models_listed = listed
         if model.value != s.model:
             with model.prevent(Select.Changed):
                 model.value = s.model
@@ -599,6 +607,19 @@ class PlanScreen(WhatIfScreen):
 
     def action_edit(self) -> None:
         self._focus_now("#budget")
+
+    def action_load_model(self) -> None:
+        from tui_planner.app.completion import ModelSuggester
+        from tui_planner.app.screens.dialogs import AskPath
+
+        def chosen(text: str | None) -> None:
+            if text:
+                self.app.load_model(text)
+
+        self.app.push_screen(AskPath("Load a model: a config.json's path, or a model id in the local Hugging Face "
+                                     "cache", "", "→ completes · enter loads · escape cancels",
+                                     suggester=ModelSuggester()), chosen)
+
 
     def action_focus_table(self) -> None:
         if self.focused is not None and isinstance(self.focused.parent, Select):

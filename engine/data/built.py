@@ -1,0 +1,389 @@
+"""A model described by building it: any architecture transformers can build, from its config.json alone.
+
+    check(config, where)            sizes checked before anything is built (a message naming the file and field)
+    cached(config, where) -> dict   the description built before for this config (its hash), or None; no torch
+    build(config, where) -> dict    build it in a process of its own, describe it, cache it
+
+The model is built on the meta device (`torch.device("meta")`: shapes only, no memory, no weights, nothing
+downloaded, never `trust_remote_code`) with the Auto class its config asks for (causal LM, masked LM or
+sequence-to-sequence LM). What is read from the real module tree: the parameter counts (total, input
+embeddings, per repeated block, the experts a token does not reach), the repeated block class (what FSDP wraps
+and checkpointing recomputes: transformers' `_no_split_modules`), and the FLOPs of one training step (forward
++ backward) counted by `torch.utils.flop_counter.FlopCounterMode` on meta tensors at three sequence lengths,
+which pins down a per-sample count F(s) = a x s + b x s^2 exactly for attention models (a: everything linear
+in the tokens; b: attention's s x s products). Encoder-decoders are counted over input and target lengths
+(s, t): F = a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t. A mixture of experts runs its experts as one
+batched product per token (transformers' `batched_mm` experts), so the count is of the experts a token is
+routed to: its active FLOPs, router included.
+
+The build runs in its own process (`python -m engine.data.built FILE`, torch and transformers imported there
+only), so the planner never loads torch and a build that fails or hangs costs a message, not the app. The
+description is cached as JSON by the config's hash in the user's cache directory
+($XDG_CACHE_HOME/tui-planner/described/, else ~/.cache/...): a later `predict` reads it without torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from engine.data.errors import PlannerError
+
+VERSION = 1  # of the description's layout: a cached description of another version is built again
+BUILD_TIMEOUT_S = 300
+# Sizes past these are a mistake in the file (or a model no one can train this decade), said before building:
+# a million layers would be a million modules even on the meta device.
+SIZE_LIMITS = {
+    "layers": (("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+                "num_decoder_layers"), 1_000),
+    "width": (("hidden_size", "d_model", "n_embd", "dim"), 200_000),
+    "ffn": (("intermediate_size", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner",
+             "moe_intermediate_size", "ffn_hidden_size", "shared_expert_intermediate_size"), 2_000_000),
+    "heads": (("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+               "decoder_attention_heads", "num_key_value_heads", "num_kv_heads"), 10_000),
+    "vocab": (("vocab_size",), 10_000_000),
+    "experts": (("num_experts", "num_local_experts", "n_routed_experts"), 10_000),
+    "positions": (("max_position_embeddings", "n_positions", "max_seq_len"), 100_000_000),
+}
+MAX_PARAMS = 1e14  # a rough count from the sizes above, before building: 100 trillion parameters at most
+REMOTE_CODE_KEYS = ("auto_map", "trust_remote_code")
+
+
+class BuildError(PlannerError):
+    """A config.json that cannot be described by building it; the message names the file and the field."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tui-planner" / "described"
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """The config's values (not its `_name_or_path` and other private keys), canonical JSON, SHA-256."""
+    clean = {k: v for k, v in config.items() if not str(k).startswith("_") and v is not None}
+    text = json.dumps(clean, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{VERSION}:{text}".encode()).hexdigest()[:32]
+
+
+def _whole(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+
+
+def check(config: Mapping[str, Any], where: str) -> None:
+    """Refuse, before building, a config asking for remote code or sizes no real model has."""
+    for key in REMOTE_CODE_KEYS:
+        if config.get(key):
+            raise BuildError(f"{where}: {key} asks for the model's own Python code from its repository; the planner "
+                             "runs no code from a config (no trust_remote_code): use a model transformers ships")
+    mt = config.get("model_type")
+    if not isinstance(mt, str) or not mt or len(mt) > 64:
+        raise BuildError(f"{where}: model_type = {str(mt)[:40]!r}: a config.json names its model type "
+                         "(transformers needs it to build the model)")
+    found: dict[str, int] = {}
+    for what, (keys, hi) in SIZE_LIMITS.items():
+        for key in keys:
+            value = config.get(key)
+            if value is None:
+                continue
+            if not _whole(value) or not 0 <= value <= hi:
+                raise BuildError(f"{where}: {key} = {str(value)[:40]!r} is not a whole number from 0 to {hi:,} "
+                                 f"(no real model has that {what}); nothing was built")
+            found[what] = max(found.get(what, 0), int(value))
+    layers, width = found.get("layers", 1), found.get("width", 1)
+    ffn = found.get("ffn", 4 * width) * max(1, found.get("experts", 1))
+    rough = layers * (4 * width * width + 3 * width * ffn) + 2 * found.get("vocab", 1) * width
+    if rough > MAX_PARAMS:
+        raise BuildError(f"{where}: its sizes make some {rough:.2g} parameters (more than {MAX_PARAMS:.0e}): "
+                         "check num_hidden_layers, hidden_size and vocab_size; nothing was built")
+
+
+def _path_for(config: Mapping[str, Any]) -> Path:
+    return cache_dir() / f"{config_hash(config)}.json"
+
+
+def cached(config: Mapping[str, Any], where: str = "config.json") -> dict | None:
+    """The description built before for this config, or None (no torch, no process)."""
+    path = _path_for(config)
+    try:
+        desc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(desc, dict) or desc.get("version") != VERSION:
+        return None
+    return desc
+
+
+def build(config: Mapping[str, Any], where: str = "config.json", timeout_s: float = BUILD_TIMEOUT_S) -> dict:
+    """Describe the model by building it on the meta device in a process of its own; cache the description.
+    A BuildError (naming the file and the field) where it cannot be built, or where torch and transformers
+    are not installed."""
+    check(config, where)
+    hit = cached(config, where)
+    if hit is not None:
+        return hit
+    clean = {k: v for k, v in config.items() if not str(k).startswith("_")}
+    with tempfile.TemporaryDirectory(prefix="tui-planner-describe-") as tmp:
+        src = Path(tmp) / "config.json"
+        src.write_text(json.dumps(clean))
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
+               "PYTHONWARNINGS": "ignore"}
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        try:
+            done = subprocess.run([sys.executable, "-m", "engine.data.built", str(src)], capture_output=True,
+                                  text=True, timeout=timeout_s, env=env, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"{where}: building model_type {config.get('model_type')!r} on the meta device took "
+                             f"more than {timeout_s:.0f} s; nothing was described") from None
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    try:
+        desc = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise BuildError(f"{where}: describing it by building it failed ({tail})") from None
+    if "error" in desc:
+        raise BuildError(f"{where}: {desc['error']}")
+    desc["version"] = VERSION
+    try:
+        path = _path_for(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp_path.write_text(json.dumps(desc, indent=1))
+        os.replace(tmp_path, path)
+    except OSError:
+        pass  # an unwritable cache costs the next call a build, not this one its answer
+    return desc
+
+
+# --- the worker: run as its own process, the only place torch and transformers are imported ------------------
+
+OBJECTIVE_OF = {"causal": "causal-lm", "masked": "masked-lm", "seq2seq": "seq2seq-lm"}
+EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
+PER_TOKEN = ("num_experts_per_tok", "moe_top_k", "num_experts_per_token", "top_k")
+
+
+def _attr(cfg: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        v = getattr(cfg, n, None)
+        if v is not None and not isinstance(v, bool):
+            return v
+    return default
+
+
+def _choose(cfg: Any, config: Mapping[str, Any]) -> tuple[Any, str]:
+    """The Auto class the config asks for: the class its `architectures` names where it is a causal, masked or
+    sequence-to-sequence LM; else by what transformers maps the config to (an encoder that can also be a
+    decoder, such as BERT, as a masked LM unless its config says is_decoder)."""
+    import transformers as tf
+
+    autos = {"causal": tf.AutoModelForCausalLM, "seq2seq": tf.AutoModelForSeq2SeqLM, "masked": tf.AutoModelForMaskedLM}
+    maps = {k: a._model_mapping for k, a in autos.items()}
+    named = config.get("architectures")
+    if isinstance(named, list) and named and isinstance(named[0], str):
+        for kind, mapping in maps.items():
+            try:
+                cls = mapping[type(cfg)]
+            except KeyError:
+                continue
+            if cls.__name__ == named[0]:
+                return autos[kind], kind
+    has = {k: type(cfg) in m for k, m in maps.items()}
+    if has["seq2seq"] and getattr(cfg, "is_encoder_decoder", False):
+        return autos["seq2seq"], "seq2seq"
+    if has["masked"] and (not has["causal"] or not getattr(cfg, "is_decoder", False)):
+        return autos["masked"], "masked"
+    for kind in ("causal", "seq2seq", "masked"):
+        if has[kind]:
+            return autos[kind], kind
+    raise BuildError(f"model_type {cfg.model_type!r} is not a causal, masked or sequence-to-sequence language model "
+                     "in this transformers (the planner pre-trains those)")
+
+
+def _count_flops(net: Any, kind: str, vocab: int, lengths: list[tuple[int, int]]) -> list[float]:
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    out = []
+    for s, t in lengths:
+        ids = torch.zeros((1, s), dtype=torch.long, device="meta")
+        kwargs: dict[str, Any] = {"input_ids": ids}
+        target = ids
+        if kind == "seq2seq":
+            target = torch.zeros((1, t), dtype=torch.long, device="meta")
+            kwargs["decoder_input_ids"] = target
+        elif kind == "masked":
+            kwargs["attention_mask"] = torch.ones_like(ids)  # else transformers reads the ids for padding
+        with FlopCounterMode(display=False) as counter:
+            logits = net(**kwargs).logits
+            F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1)).backward()
+        out.append(float(counter.get_total_flops()))
+        net.zero_grad(set_to_none=True)
+    return out
+
+
+def _fit(kind: str, lengths: list[tuple[int, int]], flops: list[float]) -> list[float]:
+    """Per-sample FLOPs as a x s + b x s^2 (decoders, encoders) or over (s, t) for encoder-decoders."""
+    import torch
+
+    if kind == "seq2seq":
+        rows = [[s, t, s * s, t * t, s * t] for s, t in lengths]
+    else:
+        rows = [[s, s * s] for s, _ in lengths]
+    a = torch.tensor(rows, dtype=torch.float64)
+    b = torch.tensor(flops, dtype=torch.float64).unsqueeze(1)
+    sol = torch.linalg.lstsq(a, b, driver="gelsd").solution.squeeze(1).tolist()
+    return [max(0.0, x) for x in sol]
+
+
+def describe_by_building(config: dict) -> dict:
+    """The description (see the module's docstring) of the model a config.json describes. Imports torch."""
+    import torch
+    import transformers as tf
+
+    check(config, "config.json")
+    mt = config["model_type"]
+    try:
+        cfg_cls = tf.CONFIG_MAPPING[mt]
+    except KeyError:
+        raise BuildError(f"model_type = {mt!r} is not a model type transformers {tf.__version__} knows "
+                         "(a newer transformers may; the planner runs no model code from a repository)") from None
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    try:
+        cfg = cfg_cls(**values)
+    except Exception as e:  # transformers validates configs with many exception types
+        raise BuildError(f"transformers refuses its values: {str(e)[:200]}") from None
+    auto, kind = _choose(cfg, config)
+    experts = _attr(cfg, *EXPERTS, default=0) or 0
+    if experts:
+        try:
+            cfg._experts_implementation = "batched_mm"  # one product per routed token: countable on meta tensors
+        except Exception:
+            pass
+    net = None
+    for attn in ("sdpa", "eager"):
+        try:
+            with torch.device("meta"):
+                net = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation=attn)
+            attention = attn
+            break
+        except Exception as e:  # a model without SDPA: eager; anything else is the config's
+            why = e
+    if net is None:
+        raise BuildError(f"transformers cannot build model_type {mt!r} from it: {str(why)[:200]}")
+    net.train()
+    params = {id(p): p for p in net.parameters()}
+    total = sum(p.numel() for p in params.values())
+    emb_ids = {id(m.weight) for m in net.modules() if isinstance(m, torch.nn.Embedding)}
+    embedding = sum(params[i].numel() for i in emb_ids if i in params)
+    # Experts a token is not routed to: every experts container's parameters x (1 - k / E).
+    k = _attr(cfg, *PER_TOKEN, default=0) or 0
+    expert_params = moe_layers = 0
+    if experts:
+        for name, m in net.named_modules():
+            if name.rsplit(".", 1)[-1] == "experts":
+                expert_params += sum(p.numel() for p in m.parameters())
+                moe_layers += 1
+    inactive = round(expert_params * (1 - min(k, experts) / experts)) if experts and k else 0
+    # The repeated blocks: the classes transformers will not split, as found in the tree.
+    names = set(getattr(net, "_no_split_modules", None) or ()) & {type(m).__name__ for m in net.modules()}
+    if not names:  # a model that does not say (DeBERTa): the class of its largest list of like modules
+        lists = [m for m in net.modules() if isinstance(m, torch.nn.ModuleList) and len(m)
+                 and len({type(c) for c in m}) == 1]
+        if lists:
+            biggest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
+            names = {type(biggest[0]).__name__}
+    blocks: dict[str, list] = {}
+    dec_blocks = enc_blocks = enc_params = 0
+    for name, m in net.named_modules():
+        cls = type(m).__name__
+        if cls in names:
+            entry = blocks.setdefault(cls, [cls, 0, sum(p.numel() for p in m.parameters())])
+            entry[1] += 1
+            if kind == "seq2seq" and "decoder" in name:
+                dec_blocks += 1
+            else:
+                enc_blocks += 1
+                enc_params += entry[2]
+    hidden = int(_attr(cfg, "hidden_size", "d_model", "n_embd", default=0))
+    heads = int(_attr(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", default=0))
+    kv = _attr(cfg, "num_key_value_heads", "num_kv_heads", default=None)
+    if kv is None:
+        kv = 1 if getattr(cfg, "multi_query", False) else heads
+    head_dim = int(_attr(cfg, "head_dim", "d_kv", default=hidden // heads if heads else 0))
+    expansion = _attr(cfg, "expansion_ratio", default=4)
+    ffn = int(_attr(cfg, "moe_intermediate_size" if experts else "intermediate_size", "intermediate_size", "d_ff",
+                    "ffn_dim", "encoder_ffn_dim", "n_inner", "ffn_hidden_size", default=expansion * hidden))
+    shared_ffn = 0
+    if experts:
+        shared_ffn = int(_attr(cfg, "shared_expert_intermediate_size", default=0) or 0)
+        shared_ffn += int(_attr(cfg, "n_shared_experts", default=0) or 0) * ffn
+    gated = any(isinstance(getattr(cfg, n, None), str) and ("glu" in getattr(cfg, n) or "silu" in getattr(cfg, n))
+                for n in ("hidden_act", "hidden_activation", "feed_forward_proj", "activation_function"))
+    vocab = int(_attr(cfg, "vocab_size", default=0))
+    out_emb, in_emb = net.get_output_embeddings(), net.get_input_embeddings()
+    tied = bool(out_emb is not None and in_emb is not None and out_emb.weight is in_emb.weight)
+    lengths = [(64, 32), (128, 32), (256, 64), (128, 64), (64, 16), (256, 32)] if kind == "seq2seq" \
+        else [(64, 0), (128, 0), (256, 0)]
+    try:
+        try:
+            counted = _count_flops(net, kind, vocab, lengths)
+        except Exception:  # some models read their inputs' values in SDPA's mask: eager attention does not
+            with torch.device("meta"):
+                counted = _count_flops(auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager"),
+                                       kind, vocab, lengths)
+        coef = _fit(kind, lengths, counted)
+        source = (f"counted by FlopCounterMode on the meta device (transformers {tf.__version__}, torch "
+                  f"{torch.__version__.split('+')[0]})" + ("; the experts a token is routed to" if experts else ""))
+    except Exception as e:  # counting is best effort: 6 x the active matrix parameters, attention by formula
+        matmul = total - inactive - embedding + (vocab * hidden if tied else 0)
+        L = enc_blocks + dec_blocks
+        if kind == "seq2seq":  # the encoder's blocks run on the input, the rest (decoder, LM head) on the target
+            coef = [6.0 * enc_params, 6.0 * (matmul - enc_params), 12.0 * enc_blocks * heads * head_dim,
+                    12.0 * dec_blocks * heads * head_dim, 12.0 * dec_blocks * heads * head_dim]
+        else:
+            coef = [6.0 * matmul, 12.0 * L * heads * head_dim]
+        source = f"6 x active parameters + attention by formula (counting on the meta device failed: {str(e)[:120]})"
+    positions = _attr(cfg, "max_position_embeddings", "n_positions", "max_seq_len", default=None)
+    kinds = {"causal": "decoder", "masked": "encoder", "seq2seq": "encoder-decoder"}
+    return {
+        "model_type": mt, "config_class": type(cfg).__name__, "hf_class": type(net).__name__,
+        "objective": OBJECTIVE_OF[kind], "kind": kinds[kind],
+        "params": int(total), "embedding_params": int(embedding), "active_params": int(total - inactive),
+        "blocks": list(blocks.values()), "block_class": next(iter(blocks), ""),
+        "layers": enc_blocks + dec_blocks, "decoder_layers": dec_blocks,
+        "hidden": hidden, "heads": heads, "kv_heads": int(kv), "head_dim": head_dim, "ffn": ffn, "gated": gated,
+        "vocab": vocab, "tied": tied, "max_positions": int(positions) if _whole(positions) else None,
+        "experts": int(experts), "experts_per_token": int(k), "shared_ffn": shared_ffn, "moe_layers": moe_layers,
+        "expert_params": int(expert_params),
+        "attention": attention, "flops": coef, "flops_source": source, "transformers": tf.__version__,
+    }
+
+
+def _main(argv: list[str]) -> int:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    try:
+        config = json.loads(Path(argv[0]).read_text())
+        desc = describe_by_building(config)
+    except BuildError as e:
+        desc = {"error": str(e).removeprefix("config.json: ")}
+    except ImportError as e:
+        desc = {"error": f"describing this model needs torch and transformers (`pip install '.[bench]'`): {e}"}
+    except Exception as e:  # the config's doing: said as a message, never a traceback
+        desc = {"error": f"transformers cannot build it: {type(e).__name__}: {str(e)[:200]}"}
+    print(json.dumps(desc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
