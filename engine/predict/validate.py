@@ -4,6 +4,7 @@ other cell, memory calibration included), the error band per architecture it giv
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -172,7 +173,13 @@ def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_pap
             arch = memory.arch_of(presets.model(for_model))
         except PlannerError:
             arch = None
-    p = Predictor(rows, presets, use_paper=use_paper, bands=bands_for(rows, presets, for_arch=arch))
+    from engine.predict import intervals
+
+    calibrated = intervals.load()
+    # With calibrated intervals (data/intervals.json, scripts/build_db.py) the per-architecture bands are not used.
+    p = Predictor(rows, presets, use_paper=use_paper,
+                  bands=None if calibrated is not None else bands_for(rows, presets, for_arch=arch))
+    p.intervals = calibrated
     if generations:
         base = base_fit(p)
         if base is not None:
@@ -247,10 +254,36 @@ def validation_report(rows: Sequence[Mapping[str, Any]], presets: Presets) -> di
         cross.append(s)
     report["cross"] = cross
     report["published"] = published_report(rows, presets, predictor)
+    report["intervals"] = interval_report(rows, presets, predictor, report["published"])
     report["skip"] = calibration.replay_skips(rows, presets)
     report["skip_today"] = calibration.replay_skips(rows, presets, as_ran=False)
     return report
 
+
+
+def interval_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predictor: Predictor,
+                    published: Mapping[str, Any]) -> dict[str, Any]:
+    """The calibrated intervals (engine/predict/intervals.py): the held-out cases per kind of extrapolation
+    (cells, architectures, GPU types and GPU counts held out whole), the width each kind gets, and how many
+    cases fall inside the interval they would have been given; a kind off the stated level by more than the
+    tolerance (with enough cases) is named, and so is every architecture measured in one cell only."""
+    from engine.predict import intervals as iv
+
+    cases = iv.held_out_cases(rows, presets)
+    cal = iv.calibrate(cases, predictor.evidence)
+    kinds = iv.coverage(cases, predictor.evidence)
+    pub = published.get("interval_coverage", [])
+    failing = [k for k in kinds + pub if k["off"]]
+    few = [k for k in kinds + pub if k["cases"] < iv.MIN_CASES]
+    return {
+        "level": iv.LEVEL, "tolerance": iv.TOLERANCE, "min_cases": iv.MIN_CASES, "cases": len(cases),
+        "kinds": kinds, "published": pub, "failing": [k["kind"] for k in failing], "few": [k["kind"] for k in few],
+        "met": not failing,
+        "widths": {k: math.exp(2 * w) for k, w in cal.widths.items()},
+        "single_cell": {a: math.exp(2 * w) for a, w in cal.single_cell.items()},
+        "by_arch": iv.by_arch(cases),
+        "shipped": (lambda s: s.to_json() if s is not None else None)(iv.load()),
+    }
 
 
 def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predictor: Predictor) -> dict[str, Any]:
@@ -271,10 +304,18 @@ def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predic
     held = gen.leave_group_out(terms, full)
     far = gen.leave_generation_out(terms, full)
     ratios = gen.ratio_checks(held)
+    from engine.predict import intervals as iv
+
+    # the generations' own widths, each group checked against the widths of the other sources' rows (held out
+    # by group), and each generation predicted as if nobody had measured it against the other generations'
+    coverage = (iv.published_coverage(held, lambda c: f"{c.generation} (published rows)", lambda c: c.row.source)
+                + iv.published_coverage(far, lambda c: "generation nobody measured", lambda c: c.generation,
+                                        widest=True))
     left: dict[str, int] = {}
     for _, why in data.left_out:
         left[why] = left.get(why, 0) + 1
     return {
+        "interval_coverage": coverage,
         "rows": len(terms), "sources": {s.id: {"use": s.use, "note": s.note, "why_not": s.why_not}
                                         for s in data.sources.values()},
         "left_out": left,
