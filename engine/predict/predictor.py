@@ -351,7 +351,7 @@ class Predictor:
             band = combine(band, gen_band, f"{band.what if band else 'no model band'}; and for {gen.name}: "
                                            f"{gen_band.what}")
         over_network = nodes > 1 and link == network.node_bytes_per_s
-        fastest, slowest = days, days
+        fastest, slowest, parts = days, days, None
         if over_network:
             # The network's share of the line rate is a published figure, not one this engine measured on that
             # network: the step again at the line rate (at best) and at half the stated share (at worst), the
@@ -364,7 +364,7 @@ class Predictor:
             fastest = formulas.training_days(max(step_at(line_rate), capped_step), model.training.steps)
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if self.intervals is not None:
-            band = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line)
+            band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line)
             p.days_low, p.days_high = fastest * band.low_factor, slowest * band.high_factor
         elif band:
             p.days_low = max(fastest * band.low_factor, formulas.training_days(capped_step, model.training.steps))
@@ -394,18 +394,21 @@ class Predictor:
             "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
             "nodes": nodes, "network": network.id if network else None, "over_network": over_network,
             "kind": p.kind, "uncapped_days": p.uncapped_days,
+            "interval_parts": parts,  # log widths of the interval's model, generation and cap parts
             "interval_level": self.intervals.level if self.intervals is not None else None,
             "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step, "own_link_bytes_s": own_link,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         return p
 
-    def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool, excess: float) -> Band:
+    def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
+                  excess: float) -> tuple[Band, dict[str, float]]:
         """The calibrated interval around the point (engine/predict/intervals.py): the kind's width; a GPU
         generation our measurements are not on adds its own held-out width in quadrature; a figure held at the
         generation's line adds how far past the line the time model put it (the cap hides that much), on both
         sides, so the point stays the middle."""
         w, what = self.intervals.for_prediction(arch, evidence, offloading)
+        parts = {"model": w, "generation": 0.0, "cap": 0.0}  # log widths: what a measurement could narrow
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen.id not in self._gen_w:
                 b, key = self.generations.band_for(gen.id)
@@ -419,11 +422,13 @@ class Predictor:
             else:
                 what += f"; {gen.name}'s published rows held out: x{math.exp(wg):.2f}, in quadrature"
             w = math.hypot(w, wg)
+            parts["generation"] = wg
         if capped and excess > 1:
             w += math.log(excess)
+            parts["cap"] = math.log(excess)
             what += (f"; capped at this generation's line: the time model's own figure is {excess:.2f}x faster, "
                      "so the interval is that much wider on each side")
-        return Band(math.exp(-w), math.exp(w), (), what)
+        return Band(math.exp(-w), math.exp(w), (), what), parts
 
     def _generation_basis(self, gen, factors_from: str, key: str | None) -> str:
         rows = self.generations.fit.rows.get(factors_from, 0)
