@@ -373,8 +373,8 @@ def _print_intervals(console, iv: dict) -> None:
     console.print("[dim]width: the median interval's high / low, each case's width worked out without its own model's "
                   "cases (published rows: without their own source's, or generation's)[/dim]")
     if iv["met"]:
-        console.print(f"coverage: [green]met[/] within {iv['tolerance']:.0%} of {level:.0%} on every kind with at least "
-                      f"{iv['min_cases']} cases", highlight=False)
+        console.print(f"coverage: [green]met[/] within {iv['tolerance'] * 100:.0f} points of {level:.0%} on every kind "
+                      f"with at least {iv['min_cases']} cases", highlight=False)
     for k in iv["kinds"] + iv["published"]:
         if k["off"]:
             side = "too narrow" if k["coverage"] < level else "wider than it needs"
