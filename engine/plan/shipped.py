@@ -62,11 +62,12 @@ def calibrate_intervals(store: Store, presets, folder: Path) -> None:
     (intervals.json), where every predictor reads them. Before the predictions, which carry them."""
     from engine.predict import intervals
     from engine.predict.predictor import Predictor
+    from engine.predict.validate import held_out_cases
 
     rows = store.query("SELECT * FROM trials WHERE source <> 'predicted'")
     if not folder.is_dir():
         return
-    cases = intervals.held_out_cases(rows, presets)
+    cases = held_out_cases(rows, presets)
     if cases:
         intervals.write(intervals.calibrate(cases, Predictor(rows, presets).evidence), folder)
 

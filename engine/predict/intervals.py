@@ -22,10 +22,11 @@ LEVEL quantile of |log(predicted / measured)| over the kind's held-out cases (th
 ceil((n + 1) x LEVEL), so it holds for a new case). A kind with fewer than MIN_CASES cases takes the next
 wider kind's width. An architecture measured in one cell only takes at least the width its own held-out
 errors show (ConvNeXt, Mamba: no sibling to borrow from). Coverage is checked honestly: each case against a
-width worked out without its own architecture's cases.
+width worked out without its own model's cases.
 
-The widths are worked out by scripts/build_db.py (it holds out ~50 groups) and written beside the published
-rows' calibration (data/external/intervals.json); a predictor reads them. No torch here.
+The cases come from engine/predict/validate.py (held_out_cases: it holds out ~50 groups); scripts/build_db.py
+works the widths out and writes them beside the published rows' calibration (data/external/intervals.json),
+where every predictor reads them. No torch here.
 """
 
 from __future__ import annotations
@@ -158,70 +159,7 @@ class Intervals:
                    str(d.get("note", "")))
 
 
-# --- held-out cases ------------------------------------------------------------------------------------------
-
-
-def held_out_cases(rows: Sequence[Mapping[str, Any]], presets) -> list[Case]:
-    """Every held-out configuration under each scheme, with its kind: cells, architectures, GPU types and an
-    architecture's GPU counts held out whole."""
-    from engine.predict.fit import basis_row, distinct
-    from engine.predict.predictor import Predictor
-    from engine.predict.validate import _Memo
-
-    rows = [dict(r) for r in rows]
-    memo = _Memo(presets)
-    basis = [(r, memo(r)) for r in rows]
-    measured = [(r, b) for r, b in basis if b is not None and b.source == "measured"]
-    targets = {}
-    for r, b in measured:
-        targets.setdefault((b.cell, b.methods, b.group), []).append(b)
-
-    def key(r: Mapping[str, Any]) -> tuple[str, str, int]:
-        return (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1))
-
-    arch_of_model = {b.model: b.arch for _, b in measured}
-    groups: list[tuple[str, Any]] = []
-    groups += [("cell", c) for c in sorted({b.cell for _, b in measured})]
-    groups += [("architecture", a) for a in sorted({b.arch for _, b in measured})]
-    gpus = sorted({b.gpu for _, b in measured})
-    if len(gpus) > 1:
-        groups += [("gpu", g) for g in gpus]
-    groups += [("count", (a, n)) for a, n in sorted({(b.arch, b.num_gpus) for _, b in measured})
-               if len({bb.num_gpus for _, bb in measured if bb.arch == a}) > 1]
-
-    def out_of(scheme: str, g: Any, r: Mapping[str, Any]) -> bool:
-        m, gpu, n = key(r)
-        a = arch_of_model.get(m)
-        if scheme == "cell":
-            return (m, gpu, n) == g
-        if scheme == "architecture":
-            return a == g and r.get("source") == "measured"
-        if scheme == "gpu":
-            return gpu == g and r.get("source") == "measured"
-        return (a, n) == g and r.get("source") == "measured"
-
-    cases = []
-    for scheme, g in groups:
-        held = [r for r in rows if out_of(scheme, g, r)]
-        if not held:
-            continue
-        others = [r for r in rows if not out_of(scheme, g, r)]
-        predictor = Predictor(others, presets, basis_of=memo)
-        ev = predictor.evidence
-        held_keys = {key(r) for r in held if r.get("source") == "measured"}
-        for (cell, methods, group), same in targets.items():
-            if cell not in held_keys:
-                continue
-            same = sorted(same, key=lambda b: b.days)
-            b = same[(len(same) - 1) // 2]
-            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods, dense_causal_mask=group == "compiled-mask")
-            if not p.feasible or not p.days:
-                continue
-            actual = statistics.median(x.days for x in same)
-            kind = kind_name(ev.evidence(b.arch, b.gpu, b.num_gpus), methods.offloading)
-            cases.append(Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, methods.label,
-                              p.days, actual))
-    return cases
+# --- held-out cases (engine/predict/validate.py: held_out_cases makes them) ---------------------------------------
 
 
 def _dedupe(cases: Sequence[Case]) -> list[Case]:

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from engine.data.errors import PlannerError
 from engine.data.presets import Presets
 from engine.predict import calibration, memory
+from engine.predict import intervals as iv
 from engine.predict.fit import Band, BasisRow, basis_row
 from engine.predict.generations import base_fit, load_calibration
 from engine.predict.predictor import Predictor
@@ -162,6 +163,67 @@ def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets, for_arch: str
     return out
 
 
+def held_out_cases(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[iv.Case]:
+    """The calibrated intervals' cases (engine/predict/intervals.py): every held-out configuration under each
+    scheme, with its kind of extrapolation: cells, architectures, GPU types and an architecture's GPU counts
+    held out whole, each configuration classified by what was left when it was predicted."""
+    rows = [dict(r) for r in rows]
+    memo = _Memo(presets)
+    basis = [(r, memo(r)) for r in rows]
+    measured = [(r, b) for r, b in basis if b is not None and b.source == "measured"]
+    targets = {}
+    for r, b in measured:
+        targets.setdefault((b.cell, b.methods, b.group), []).append(b)
+
+    def key(r: Mapping[str, Any]) -> tuple[str, str, int]:
+        return (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1))
+
+    arch_of_model = {b.model: b.arch for _, b in measured}
+    groups: list[tuple[str, Any]] = []
+    groups += [("cell", c) for c in sorted({b.cell for _, b in measured})]
+    groups += [("architecture", a) for a in sorted({b.arch for _, b in measured})]
+    gpus = sorted({b.gpu for _, b in measured})
+    if len(gpus) > 1:
+        groups += [("gpu", g) for g in gpus]
+    groups += [("count", (a, n)) for a, n in sorted({(b.arch, b.num_gpus) for _, b in measured})
+               if len({bb.num_gpus for _, bb in measured if bb.arch == a}) > 1]
+
+    def out_of(scheme: str, g: Any, r: Mapping[str, Any]) -> bool:
+        m, gpu, n = key(r)
+        a = arch_of_model.get(m)
+        if scheme == "cell":
+            return (m, gpu, n) == g
+        if scheme == "architecture":
+            return a == g and r.get("source") == "measured"
+        if scheme == "gpu":
+            return gpu == g and r.get("source") == "measured"
+        return (a, n) == g and r.get("source") == "measured"
+
+    cases = []
+    for scheme, g in groups:
+        held = [r for r in rows if out_of(scheme, g, r)]
+        if not held:
+            continue
+        others = [r for r in rows if not out_of(scheme, g, r)]
+        predictor = Predictor(others, presets, basis_of=memo)
+        ev = predictor.evidence
+        held_keys = {key(r) for r in held if r.get("source") == "measured"}
+        for (cell, methods, group), same in targets.items():
+            if cell not in held_keys:
+                continue
+            same = sorted(same, key=lambda b: b.days)
+            b = same[(len(same) - 1) // 2]
+            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods, dense_causal_mask=group == "compiled-mask")
+            if not p.feasible or not p.days:
+                continue
+            actual = statistics.median(x.days for x in same)
+            kind = iv.kind_name(ev.evidence(b.arch, b.gpu, b.num_gpus), methods.offloading)
+            cases.append(iv.Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, methods.label,
+                              p.days, actual))
+    return cases
+
+
+
 def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
                     generations: bool = True, for_model: str | None = None) -> Predictor:
     """A predictor over these rows with its error bands, and the factors and bands of the GPU generations
@@ -173,10 +235,8 @@ def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_pap
             arch = memory.arch_of(presets.model(for_model))
         except PlannerError:
             arch = None
-    from engine.predict import intervals
-
-    calibrated = intervals.load()
-    # With calibrated intervals (data/intervals.json, scripts/build_db.py) the per-architecture bands are not used.
+    calibrated = iv.load()
+    # With calibrated intervals (data/external/intervals.json, scripts/build_db.py) the per-architecture bands are not used.
     p = Predictor(rows, presets, use_paper=use_paper,
                   bands=None if calibrated is not None else bands_for(rows, presets, for_arch=arch))
     p.intervals = calibrated
@@ -267,9 +327,7 @@ def interval_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predict
     (cells, architectures, GPU types and GPU counts held out whole), the width each kind gets, and how many
     cases fall inside the interval they would have been given; a kind off the stated level by more than the
     tolerance (with enough cases) is named, and so is every architecture measured in one cell only."""
-    from engine.predict import intervals as iv
-
-    cases = iv.held_out_cases(rows, presets)
+    cases = held_out_cases(rows, presets)
     cal = iv.calibrate(cases, predictor.evidence)
     kinds = iv.coverage(cases, predictor.evidence)
     pub = published.get("interval_coverage", [])
@@ -304,8 +362,6 @@ def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predic
     held = gen.leave_group_out(terms, full)
     far = gen.leave_generation_out(terms, full)
     ratios = gen.ratio_checks(held)
-    from engine.predict import intervals as iv
-
     # the generations' own widths, each group checked against the widths of the other sources' rows (held out
     # by group), and each generation predicted as if nobody had measured it against the other generations'
     coverage = (iv.published_coverage(held, lambda c: f"{c.generation} (published rows)", lambda c: c.row.source)
