@@ -129,3 +129,18 @@ def test_validate_says_in_words_which_kind_misses_its_coverage():
     assert "family only: " not in text.split("coverage missed")[1]
     assert "not checked: blackwell-dc (published rows)" in text
     assert "measured in one cell only" in text and "ConvNext 3.90x" in text
+
+
+def test_no_interval_reaches_below_what_the_whole_peak_allows(presets, monkeypatch):
+    """A capped figure's interval widens below the cap, but never past 100% of the dense peak (the check a stored
+    row is read back with, engine/data/trust.py)."""
+    from test_predict import _synthetic
+    from engine.predict import Predictor, predictor as predictor_mod
+
+    p = Predictor(_synthetic(presets), presets)
+    p.intervals = Intervals({k: 3.0 for k in (THIS_COUNT, OTHER_COUNT, OTHER_GPU, FAMILY)},
+                            {k: 50 for k in (THIS_COUNT, OTHER_COUNT, OTHER_GPU, FAMILY)})
+    h = p.predict("pythia-1b", "h100", 2, space.FREE_LUNCH)
+    monkeypatch.setattr(predictor_mod, "mfu_line", lambda gpu: 0.9 * h.mfu)
+    c = p.predict("pythia-1b", "h100", 2, space.FREE_LUNCH)
+    assert c.capped and c.days_low == pytest.approx(c.days * c.mfu)  # the 100% floor: days x MFU

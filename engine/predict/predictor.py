@@ -365,7 +365,10 @@ class Predictor:
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if self.intervals is not None:
             band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line)
-            p.days_low, p.days_high = fastest * band.low_factor, slowest * band.high_factor
+            # never below what 100% of the dense peak allows (engine/data/trust.py holds a stored row to that too)
+            p.days_low = max(fastest * band.low_factor,
+                             formulas.training_days(capped_step * line, model.training.steps))
+            p.days_high = slowest * band.high_factor
         elif band:
             p.days_low = max(fastest * band.low_factor, formulas.training_days(capped_step, model.training.steps))
             p.days_high = slowest * band.high_factor
