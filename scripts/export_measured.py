@@ -3,8 +3,11 @@
 data/measured/, from which scripts/build_db.py rebuilds the shipped database.
 
     python scripts/export_measured.py RESULTS.duckdb data/measured/NAME.jsonl [--kernel-unrecorded-before TS]
+        [--since TS] [--predicted data/predicted-before/NAME.jsonl]
 
-Runs a killed command left 'running' are exported as 'interrupted'. --kernel-unrecorded-before clears
+Runs a killed command left 'running' are exported as 'interrupted'. --since keeps only the runs started at or
+after a UTC timestamp (a database carried from call to call holds the earlier sessions' runs, already
+exported); --predicted also writes the predictions the guided searches stored before measuring. --kernel-unrecorded-before clears
 the kernel column of trials measured before a timestamp (use when a fixed kernel probe postdates them).
 """
 
@@ -29,6 +32,8 @@ def main() -> int:
     ap.add_argument("db", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--kernel-unrecorded-before")
+    ap.add_argument("--since", help="only runs started at or after this UTC time, e.g. 2026-11-27T13:00")
+    ap.add_argument("--predicted", type=Path, help="also write the stored predictions (source 'predicted') here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / args.db.name
@@ -37,6 +42,10 @@ def main() -> int:
         if wal.exists():
             shutil.copy(wal, Path(tmp) / wal.name)
         with Store.open(copy, read_only=False) as store:
+            if args.since:
+                old = "SELECT run_id FROM runs WHERE started_at < CAST(? AS TIMESTAMP)"
+                store.con.execute(f"DELETE FROM trials WHERE run_id IN ({old})", [args.since])
+                store.con.execute(f"DELETE FROM runs WHERE run_id IN ({old})", [args.since])
             store.con.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
             if args.kernel_unrecorded_before:
                 store.con.execute(
@@ -49,6 +58,8 @@ def main() -> int:
                     store.con.execute("UPDATE trials SET failure_message = ? WHERE trial_id = ?",
                                       [_why_no_result(1, tail), row["trial_id"]])
             n = export_jsonl(store, args.out)
+            if args.predicted:
+                print(f"{export_jsonl(store, args.predicted, source='predicted')} predictions -> {args.predicted}")
     print(f"{n} trials -> {args.out}")
     return 0
 

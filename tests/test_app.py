@@ -911,7 +911,7 @@ def test_benchmark_progress_moves_while_a_trial_runs_stops_when_paused_and_count
             clock[0] += 100  # a trial that has not finished: the time moves all the same
             screen._tick()
             line = text(app, "#progress-label")
-            assert "ckpt 1m40s" in line and "1m40s in" in line and "after the first trial" in line
+            assert "ckpt 1m40s" in line and "1m40s in" in line and "time left: after a trial" in line
             assert str(table.get_cell_at((1, time_at))) == "1m40s"
             await pilot.resize_terminal(*NARROW)
             await post(pilot, screen, ev.TrialFinished(keys[1], "ckpt", "measured", days=40.0, mfu=0.5,

@@ -347,6 +347,8 @@ def test_deepspeed_and_fsdp_offload_run_for_real(offload_sweep, tmp_path):
     assert zero_log and not [ln for ln in zero_log if "cpu_adam" in ln or "fused_adam" in ln or "shm_comm" in ln]
     with Store.open(offload_sweep / "r.duckdb", read_only=True) as s:
         rows = {r["key"].split("|")[4]: r for r in s.trials()}
+        (run,) = s.query("SELECT command FROM runs")
+    assert run["command"].endswith(" --exhaustive --only free-lunch zero2+offload ckpt+fsdp3+offload"), run  # as run
     assert rows["zero2+offload"]["sharding"] == "zero2" and rows["zero2+offload"]["offloading"]
     assert rows["ckpt+fsdp3+offload"]["activation_checkpointing"] and rows["ckpt+fsdp3+offload"]["days"] > 0
     # DeepSpeed's offload engine keeps pinned host memory after destroy(): it is measured in a new process,

@@ -136,6 +136,36 @@ def test_summary_command(path, capsys):
     assert cells[("h200", 2)]["worst"]["label"] == "ckpt+zero3+offload"
 
 
+def test_host_staged_rows_are_a_cell_of_their_own(path, capsys):
+    """A machine without peer access (NCCL_P2P_DISABLE=1, keys ending '|host-staged') is what many PIs buy: its
+    winner is not the NVLink cell's, its search is not listed under that cell, and the paper's pick (measured on
+    machines with their own links) is not compared with it."""
+    from engine.data.store import Run
+
+    with Store.open(path) as s:
+        run = Run(source="measured", command="bench --model pythia-410m --gpus 2 --no-p2p --only fsdp2 zero1",
+                  search="guided", status="done", started_at=T0, wall_s=120.0)
+        s.add_run(run)
+        s.add_trials([_m("zero1", 15.0, suffix="|host-staged", interconnect="host-staged", run_id=run.run_id),
+                      _m("fsdp2", 21.0, suffix="|host-staged", interconnect="host-staged", run_id=run.run_id)])
+    with Store.open(path, read_only=True) as s:
+        cells = {c.link: c for c in findings(s, model="pythia-410m", gpu="h200", num_gpus=2, paper_gpu="h100")}
+    assert set(cells) == {"", "host-staged"}
+    own, staged = cells[""], cells["host-staged"]
+    assert own.winner.label == "zero1" and own.winner.days == 16.0  # the NVLink rows alone
+    assert staged.winner.label == "zero1" and staged.winner.days == 15.0 and len(staged.timed) == 2
+    assert staged.paper is None and own.paper is not None
+    assert [x.started_at for x in staged.searches] == [T0]
+    assert all(x.started_at != T0 for x in own.searches)  # the host-staged run is not the own cell's search
+    assert main(["results", "--db", str(path), "--summary", "--gpu", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "pythia-410m on 2 x h200, host-staged (no P2P): 2 of 22 combinations timed" in out
+    assert "pythia-410m on 2 x h200: 6 of 22 combinations timed" in out
+    assert main(["results", "--db", str(path), "--summary", "--format", "json"]) == 0
+    links = {(c["gpu"], c["num_gpus"], c["link"]) for c in json.loads(capsys.readouterr().out)}
+    assert ("h200", 2, "host-staged") in links and ("h200", 2, "own") in links
+
+
 def test_summary_refuses_what_it_cannot_do(path, capsys):
     assert main(["results", "--db", str(path), "--summary", "--paper-gpu", "h900"]) == 2
     assert "h900" in capsys.readouterr().err

@@ -251,6 +251,8 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
     for c in cells:
         fl = c.free_lunch.days if c.free_lunch else None
         nodes = f" x {c.num_nodes} nodes" if c.num_nodes > 1 else ""
+        if getattr(c, "link", ""):
+            nodes += ", host-staged (no P2P)" if c.link == "host-staged" else f", {c.link}"
         title = (f"{c.model} on {c.num_gpus} x {c.gpu}{nodes}: {len(c.timed)} of {c.space_size} "
                  f"combinations timed")
         out.append(Text(fmt.visible(title), style="bold"))

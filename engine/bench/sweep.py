@@ -439,7 +439,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
             command=f"bench --model {shlex.quote(req.model_source or req.model)} --methods {req.methods} --gpus {req.num_gpus}"
                     + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
                     + (" --exhaustive" if req.exhaustive else "")
-                    + (" --no-p2p" if host_staged(req) else ""),
+                    + (" --no-p2p" if host_staged(req) else "")
+                    + (" --only " + " ".join(shlex.quote(label) for label in req.only) if req.only else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
             search="exhaustive" if req.exhaustive else ("guided" if guide is not None else "pruned"),
         )

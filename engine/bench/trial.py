@@ -69,7 +69,9 @@ class Timer:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
         if self.dist.is_initialized() and self.dist.get_world_size() > 1:
-            self.dist.barrier()
+            # On the GPU, on this rank's own device (the one torch would take, named: without it rank 0 warns
+            # "barrier(): using the device under current context", two lines in every trial's log pane).
+            self.dist.barrier(device_ids=[self.torch.cuda.current_device()] if self.device == "cuda" else None)
 
     def time(self, fn: Callable[[], None]) -> float:
         self.sync()

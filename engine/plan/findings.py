@@ -1,6 +1,7 @@
 """What a measured search found, cell by cell: the questions a sweep answers in the paper's terms.
 
-A cell is one model on one GPU type and count (and node count). For each, from the measured rows of
+A cell is one model on one GPU type and count (and node count), over the machine's own links or host-staged
+(NCCL_P2P_DISABLE=1: the cards-without-peer-access cell, its keys' '|host-staged'). For each, from the measured rows of
 the store: the winner; free-lunch alone; the best memory-saving combination and its speed-up over
 free-lunch (the paper reports up to 71% less time); the median and the worst combination; the naive
 baseline; what did not fit; and the paper's pick for the cell (Table 1's days with Appendix J's
@@ -21,6 +22,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from engine.data.links import HOST_STAGED
 from engine.data.presets import Presets
 from engine.data.space import by_label, combinations
 from engine.data.store import Store, final_outcome_sql
@@ -28,18 +30,19 @@ from engine.data.store import Store, final_outcome_sql
 # One row per measured (cell, combination): the latest final outcome (a time, or a verdict that the
 # combination cannot run: oom, dominated, refused), else the latest failure.
 _ROWS_SQL = """
-SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 5) AS label, days, mfu, micro_batch,
+SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 7) AS link, split_part(key, '|', 5) AS label, days, mfu, micro_batch,
        grad_accum, failure_kind, failure_message, free_lunch, activation_checkpointing, sharding, offloading,
        created_at, coalesce(CASE WHEN json_valid(provenance) THEN json_extract_string(provenance, '$.causal_mask') END
                 = 'dense mask', false) AS dense_mask
 FROM trials
 WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind IN ('memory', 'cannot-win')))
-  AND len(string_split(key, '|')) = 6 {where}
-QUALIFY count(*) FILTER (WHERE source = 'measured') OVER (PARTITION BY model, gpu, num_gpus, num_nodes) > 0
+  AND (len(string_split(key, '|')) = 6 OR (len(string_split(key, '|')) = 7 AND split_part(key, '|', 7) = 'host-staged'))
+  {where}
+QUALIFY count(*) FILTER (WHERE source = 'measured') OVER (PARTITION BY model, gpu, num_gpus, num_nodes, link) > 0
     AND row_number() OVER (
-    PARTITION BY model, gpu, num_gpus, num_nodes, label
+    PARTITION BY model, gpu, num_gpus, num_nodes, link, label
     ORDER BY source = 'measured' AND """ + final_outcome_sql() + """ DESC, created_at DESC) = 1
-ORDER BY model, gpu, num_gpus, num_nodes
+ORDER BY model, gpu, num_gpus, num_nodes, link
 """
 
 _PAPER_SQL = """
@@ -143,17 +146,19 @@ _SEARCHES_SQL = """
 SELECT r.run_id, r.command, r.status, r.search, r.wall_s, r.trials_run, r.trials_skipped, r.started_at
 FROM runs r
 WHERE r.source = 'measured' AND r.run_id IN (
-    SELECT run_id FROM trials WHERE model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?)
+    SELECT run_id FROM trials WHERE model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?
+    AND (split_part(key, '|', 7) = 'host-staged') = ?)
 ORDER BY r.started_at NULLS FIRST
 """
 
 
-def searches(store: Store, model: str, gpu: str, num_gpus: int, num_nodes: int = 1) -> tuple[Search, ...]:
+def searches(store: Store, model: str, gpu: str, num_gpus: int, num_nodes: int = 1,
+             link: str = "") -> tuple[Search, ...]:
     """The cell's searches, oldest first: a run that ended stopped (a time limit) and the next run of the same
-    command are one search in parts."""
+    command are one search in parts. link 'host-staged': the cell's host-staged searches, else its own links'."""
     out: list[Search] = []
     open_command = None
-    for r in store.query(_SEARCHES_SQL, [model, gpu, num_gpus, num_nodes]):
+    for r in store.query(_SEARCHES_SQL, [model, gpu, num_gpus, num_nodes, link == HOST_STAGED]):
         wall = r["wall_s"]
         part = Search(r["search"] or "pruned", wall, int(r["trials_run"] or 0), int(r["trials_skipped"] or 0), 1,
                       r["started_at"], r["status"] == "done")
@@ -179,6 +184,7 @@ class CellFindings:
     paper: PaperPick | None
     never_tried: tuple[str, ...] = ()  # combinations of the search space with no row at all
     searches: tuple[Search, ...] = ()  # how the cell was searched, and what each search cost
+    link: str = ""  # 'host-staged': GPU-to-GPU traffic through host memory (no peer access); '': the own links
 
     @property
     def timed(self) -> list[Entry]:
@@ -258,6 +264,7 @@ class CellFindings:
         p = self.paper
         return {
             "model": self.model, "gpu": self.gpu, "num_gpus": self.num_gpus, "num_nodes": self.num_nodes,
+            "link": self.link or "own",
             "combinations": self.space_size, "timed": len(self.timed), "never_tried": list(self.never_tried),
             "winner": entry(self.winner), "free_lunch": entry(self.free_lunch),
             "best_memory_saving": entry(self.best_memory_saving), "time_saved": self.time_saved,
@@ -286,9 +293,9 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
     rows = store.query(_ROWS_SQL.format(where=" ".join(where)), params)
     cells: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        cells.setdefault((r["model"], r["gpu"], r["num_gpus"], r["num_nodes"]), []).append(r)
+        cells.setdefault((r["model"], r["gpu"], r["num_gpus"], r["num_nodes"], r["link"] or ""), []).append(r)
     out = []
-    for (m, g, n, nodes), members in cells.items():
+    for (m, g, n, nodes, link), members in cells.items():
         entries = [Entry(r["label"], r["days"], r["mfu"], r["micro_batch"], r["grad_accum"],
                          None if r["days"] is not None else (r["failure_kind"] or "infeasible"),
                          r["failure_message"], bool(r["dense_mask"]) and r["days"] is not None) for r in members]
@@ -296,10 +303,12 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
         searched = sorted((e for e in entries if e.label != "naive"),
                           key=lambda e: (e.days is None, e.days or 0.0, e.label))
         candidates = [paper_gpu] if paper_gpu else [g, *_same_architecture(presets, g)]
-        paper = next(filter(None, (_paper(store, m, c, n, nodes) for c in candidates)), None)
+        # the paper's machines had their own links: its pick is compared with the own-links cell only
+        paper = None if link else next(filter(None, (_paper(store, m, c, n, nodes) for c in candidates)), None)
         seen = {e.label for e in searched}
         never = tuple(c.label for c in combinations(n * nodes) if c.label not in seen)
-        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper, never, searches(store, m, g, n, nodes)))
+        out.append(CellFindings(m, g, n, nodes, tuple(searched), naive, paper, never,
+                                searches(store, m, g, n, nodes, link), link))
     return out
 
 

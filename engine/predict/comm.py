@@ -11,8 +11,11 @@ can overlap, and the step waits for what is left,
 G is the pass's GPU time for FSDP and ZeRO (their gathers run ahead of the forward, their reduce-scatters
 beside the backward) and the last micro-batch's backward (2/3 of its pass) for DDP's all-reduce, which
 starts as its buckets fill. h, the share of G the communication really hides behind, is per kind (DDP,
-FSDP, ZeRO), the median over the pairs of (T over the slow path - what the pair's time grew by) / G, clipped
-to [0, 1]; 0 (added in full, as before any pair was measured) where no pair says otherwise.
+FSDP, ZeRO), from the pairs' (T over the slow path - what the pair's time grew by) / G, clipped to [0, 1].
+A pair whose time grew by less than a fifth of its T hid nearly all of it: it says only that h is at least
+that much (a lower bound; more GPU work to hide behind would not have shown). h is the median of the pairs
+that showed their communication, raised to the largest lower bound where one is higher; the largest lower
+bound where every pair hid nearly all; 0 (added in full, as before any pair was measured) where no pair says.
 No torch here.
 """
 
@@ -31,6 +34,7 @@ from engine.predict.terms import comm_bytes, link_bytes_per_s
 LOOPBACK = "loopback"  # the network preset of nodes emulated on one machine (TCP sockets over lo)
 KINDS = ("ddp", "fsdp", "zero")
 BACKWARD_SHARE = 2 / 3  # of a pass: what DDP's all-reduce can run beside (its buckets fill during the backward)
+HID_NEARLY_ALL = 0.2  # a pair that grew by less than this share of its communication is a lower bound on h
 
 
 def comm_kind(methods) -> str:
@@ -66,7 +70,7 @@ def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[d
         if int(r.get("num_nodes") or 1) == 1 and r.get("interconnect") not in (HOST_STAGED, "sockets", "network"):
             own[_cell(r)] = r
     net = presets.networks.get(LOOPBACK)
-    found: dict[str, list[tuple[float, str]]] = {k: [] for k in KINDS}
+    found: dict[str, list[tuple[float, str, bool]]] = {k: [] for k in KINDS}  # (h, pair, only a lower bound)
     for r in rows:
         nodes = int(r.get("num_nodes") or 1)
         staged = nodes == 1 and r.get("interconnect") == HOST_STAGED
@@ -93,14 +97,20 @@ def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[d
         if comm > 0 and g > 0:
             path = "host-staged" if staged else f"{nodes} nodes over sockets"
             label = f"{r['model']} {methods.label} on {n} x {r['gpu']}, {path}"
-            found[kind].append((min(1.0, max(0.0, (comm / rate - grew) / g)), label))
+            found[kind].append((min(1.0, max(0.0, (comm / rate - grew) / g)), label,
+                                comm / rate > 0 and grew < HID_NEARLY_ALL * comm / rate))
     hidden, notes = {}, {}
     for k in KINDS:
         pool = found[k]
         if pool:
-            hidden[k] = statistics.median(h for h, _ in pool)
-            notes[k] = (f"hides behind {hidden[k]:.0%} of the GPU work it can overlap, median of "
-                        + "; ".join(f"{label}: {h:.0%}" for h, label in pool))
+            shown = [h for h, _, bound in pool if not bound]
+            least = max((h for h, _, bound in pool if bound), default=0.0)
+            hidden[k] = max(statistics.median(shown), least) if shown else least
+            how = ("median of the pairs that showed it" if shown else "the least that every pair allows")
+            if shown and least > statistics.median(shown):
+                how = "raised to what a pair that hid nearly all of it needs"
+            notes[k] = (f"hides behind {hidden[k]:.0%} of the GPU work it can overlap ({how}): "
+                        + "; ".join(f"{label}: {'at least ' if bound else ''}{h:.0%}" for h, label, bound in pool))
         else:
             hidden[k] = 0.0
             notes[k] = "added in full (no measured pair says how much is hidden)"

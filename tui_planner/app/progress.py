@@ -129,5 +129,5 @@ class SweepProgress:
             parts.append(("last trial" if after and not left else f"~{short_time(left)} left"
                           + (" after this trial" if after else "")))
         elif self.ended_at is None and self.queued and trial is not None:
-            parts.append("[dim]time left: after the first trial[/]")
+            parts.append("[dim]time left: after a trial[/]")  # short: "(2 resumed)" shares the line at 80
         return " · ".join(parts)
