@@ -302,7 +302,7 @@ def test_x_writes_the_plan_as_a_report_and_says_where_and_a_screenshot_makes_its
     assert all(x["evidence"] and x["gpu_price_date"] and x["run"].startswith("300B") for x in lines)
     # issue 41, item 6: a capped MFU is marked in both, and said to be the line, not an estimate
     assert [x["capped"] == "True" for x in lines] == [bool(r["capped"]) for r in options] and lines[0]["capped"] == "True"
-    assert "| 60%^ |" in md and "capped at this generation's line (not an estimate)" in md
+    assert "| 60%^ |" in md and "capped at 60% (this generation's line)" in md
     svg = files[2].read_text()
     assert svg.startswith("<svg") and "Buy" in svg and "60,000" in svg
     shots = list(downloads.iterdir())

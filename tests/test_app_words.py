@@ -105,14 +105,14 @@ def test_rank_legend_explains_every_abbreviation_it_prints_and_cuts_nothing_at_8
         assert m.group(2) in legend, m.group(2)  # the system: ws2, 2U, HGX
     for word in ("ws2/ws4", "2U/4U", "HGX", "band:", "MFU:", "! above", "!! above 100%", "$/run:", "from:",
                  "pred predicted", "micro-batch A x B", "free-lunch =",
-                 "^ a prediction capped at that line (60%^: capped at this generation's line, not an estimate)"):
+                 "^ a prediction capped at that line (60%^: capped at 60% (this generation's line); its band is centred on it"):
         assert word in legend, word
     # issue 41, item 6: a predicted MFU held at its generation's line is marked where it is printed
     mfu = {m.group(1): next(w for w in line.split() if "%" in w) for line in table.splitlines()
            if (m := re.search(r" (\d+x \S+) ", line)) and "%" in line}  # the first % on a line is its MFU
     assert mfu["4x rtx6000ada"] == "60%^" and mfu["2x a100pcie"] == "65%^"  # the RTX and A100 lines, capped
     assert mfu["1x h100nvl"] == "57%" and mfu["4x h100"].endswith("%")  # estimates: no mark
-    assert "MFU 60%^ capped at this generation's line (not an estimate)" in " ".join(out[out.index("Buy"):].split())
+    assert "MFU 60%^ capped at 60% (this generation's line)" in " ".join(out[out.index("Buy"):].split())
 
 
 def test_results_command_keeps_the_gpu_count_at_80_columns_and_says_what_its_columns_mean(db, capsys, monkeypatch):
@@ -205,7 +205,7 @@ def test_plan_columns_share_the_width_cut_nothing_at_80_keep_mfu_at_60_and_widen
 
             assert mfu()["rtx6000ada4"] == "60^" and mfu()["a100pcie2"] == "65^" and mfu()["h100nvl1"] == "57"
             assert " " in _column(table, "days")[0]  # '25.2 25-43'
-            assert "MFU 60%^ capped at this generation's line (not an estimate)" in \
+            assert "MFU 60%^ capped at 60% (this generation's line)" in \
                 " ".join(shown(app.screen.query_one("#verdict", Static)).split())
             assert sum(c.width for c in table.columns.values()) < table.size.width  # no sideways scrolling
             assert "(predicted)" not in shown(app.screen.query_one("#option", Static))  # the column says it
@@ -269,7 +269,7 @@ def test_a_predicted_trial_reads_top_down_and_x_says_why_it_cannot_export_before
             assert "^" not in body.split("Run ")[0]  # not capped: its MFU is the estimate
             app.push_screen(TrialDetail(capped))  # issue 41, item 6: a capped one says so on its first lines
             head = (await detail_loaded(pilot, app)).split("Run ")[0]
-            assert "MFU 60%^" in head and "^ capped at this generation's line (60%), not an estimate" in head
+            assert "MFU 60%^" in head and "^ capped at 60% (this generation's line)" in head
             await pilot.press("escape")
             await pilot.press("x")
             await pilot.pause(0.2)

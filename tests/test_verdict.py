@@ -106,3 +106,59 @@ def test_a_plausible_paper_figure_slower_than_the_prediction_widens_the_band():
     assert band(r) == (75.0, 114.0)
     assert band(dict(r, paper_plausibility="implausible")) == (75.0, 111.0)  # never an implausible one
     assert band(dict(r, source="measured", days_low=None, days_high=None)) == (81.0, 81.0)  # a measurement stands
+
+
+# --- issue 39: the intervals in the verdict ---------------------------------------------------------------
+
+
+def test_a_cheaper_option_whose_interval_overlaps_the_picks_is_as_good_a_bet():
+    pick = _row("h100nvl", 8, 254_000, 5.8, 5.1, 6.7, source="predicted")
+    close = _row("h100pcie", 8, 226_000, 6.2, 5.4, 7.1, source="predicted")  # each figure inside the other's band
+    far = _row("a100pcie", 8, 110_000, 13.6, 11.0, 17.0, source="predicted")  # cheaper still, but clearly slower
+    v = decide([pick, close, far], None)
+    assert v.buy is pick and v.as_good is close
+    text = _text(views.verdict_lines(v, "m", 300_000, None))
+    assert "As good a bet[/]: 8 x H100PCIE" in text and "$28,000 less" in text
+    # a cheaper option just outside the pick's interval is not as good a bet
+    off = _row("h100pcie", 8, 226_000, 6.8, 6.0, 7.7, source="predicted")
+    assert decide([pick, off, far], None).as_good is None
+    # against a deadline, one that only puts it at risk is not as good a bet where the pick meets it
+    risky = _row("h100pcie", 8, 226_000, 6.2, 5.4, 7.1, deadline=7.0, source="predicted")
+    sure = _row("h100nvl", 8, 254_000, 5.8, 5.1, 6.7, deadline=7.0, source="predicted")
+    assert decide([sure, risky], 7.0).as_good is None
+    # a measured pick has no interval: nothing is as good a bet on the strength of overlap
+    measured = _row("h100", 8, 285_000, 5.1)
+    assert decide([measured, close], None).as_good is None
+
+
+def test_the_verdict_names_the_cell_whose_measurement_narrows_the_pick_most():
+    from engine.data.presets import load_presets
+    from engine.plan.uncertainty import measured_arch_cells, narrowing
+    from engine.predict.intervals import FAMILY, OTHER_COUNT, OTHER_GPU, THIS_COUNT, Intervals
+
+    presets = load_presets(include_user=False)
+    cal = Intervals({THIS_COUNT: 0.05, OTHER_COUNT: 0.1, OTHER_GPU: 0.2, FAMILY: 0.4},
+                    {THIS_COUNT: 50, OTHER_COUNT: 50, OTHER_GPU: 50, FAMILY: 50})
+    cells = measured_arch_cells([("pythia-1b", "h100", 1)], presets)
+    assert cells == {("GPTNeoX", "h100", 1)}
+    # a Hopper GPU nobody measured, 8 of them: one of them measured makes it 'this GPU, other count'
+    row = _row("h100nvl", 8, 254_000, 5.8, 5.3, 6.4, source="predicted",
+               interval_parts='{"model": 0.2, "generation": 0.0, "cap": 0.0}')
+    nw = narrowing(row, "pythia-1b", presets, cells, cal)
+    assert (nw["measure_gpu"], nw["measure_num_gpus"], nw["kind_after"]) == ("h100nvl", 1, OTHER_COUNT)
+    assert nw["width_after"] < nw["width_now"]
+    text = _text(views.verdict_lines(decide([dict(row, narrow=nw)], None), "pythia-1b", 300_000, None))
+    assert "measure pythia-1b on 1 x H100NVL: 1.22x (this GPU, other count)" in text
+    # an architecture nobody measured: one H100 (where our measurements are) takes it out of 'family only'
+    llama = narrowing(dict(row, interval_parts='{"model": 0.4, "generation": 0.0, "cap": 0.0}'), "llama-3.2-1b",
+                      presets, cells, cal)
+    assert llama["kind_after"] == OTHER_COUNT and llama["width_after"] < llama["width_now"]
+    # most of the width is the generation's: only measuring the pick itself narrows it
+    rtx = _row("rtx6000ada", 1, 12_956, 101, 63, 161, source="predicted",
+               interval_parts='{"model": 0.2, "generation": 0.5, "cap": 0.2}')
+    nw = narrowing(rtx, "pythia-1b", presets, cells, cal)
+    assert nw["width_after"] is None and nw["measure_gpu"] == "rtx6000ada"
+    text = _text(views.verdict_lines(decide([dict(rtx, narrow=nw)], None), "pythia-1b", 300_000, None))
+    assert "Only measuring the pick itself (1 x RTX6000ADA) narrows its interval" in text
+    # a measured option: nothing to narrow
+    assert narrowing(_row("h100", 8, 285_000, 5.1), "pythia-1b", presets, cells, cal) is None

@@ -65,9 +65,9 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
              "such a time is too good to be true (the paper's timer did not wait for the GPU): expect longer."),
         Term("^", "capped MFU",
              "a prediction that came out above its GPU generation's plausible line (60%; A100 65%) is held at "
-             "the line: 60%^ is capped at this generation's line, not an estimate.",
-             "its days are the fastest the planner believes on that generation, not what it expects: the run "
-             "may well be slower; measure before you buy on it."),
+             "the line: 60%^ is capped at 60% (this generation's line).",
+             "its days are the line's, and its band is centred on them, wider on each side by how far past the "
+             "line the time model put it: measure before you buy on it."),
         Term("step, pass, update", "the parts of a training step",
              "a pass is one micro-batch forward and backward; a step is its passes plus the optimizer update.",
              "a prediction shows its step as passes x accumulation + update, so you can check the sum."),

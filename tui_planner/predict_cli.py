@@ -238,8 +238,9 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     console.print(f"[bold]{e(chosen.label)}[/], how it is derived:" if only else
                   f"fastest: [bold]{e(chosen.label)}[/], how it is derived:")
     _lines(console, chosen.lines + [f"basis: {chosen.basis}"])
-    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at this GPU generation's plausible "
-                  "line (60%; A100 65%): the line, not an estimate. Check it: tui-planner predict --validate[/]")
+    console.print("[dim]memory = need at that micro-batch / usable. ^ capped at 60% (this generation's line; A100 "
+                  "65%), its band centred on it. (lo-hi): an 80% interval, from held-out errors of the same kind of "
+                  "extrapolation. Check it: tui-planner predict --validate[/]")
 
 
 def _lines(console: Console, lines: list[str]) -> None:
@@ -348,7 +349,47 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
         console.print(f"{e(x['title'])}: median |error| {x['median_abs']:.0%}, worst {x['worst_abs']:.0%} over "
                       f"{len(x['errors'])} rows ({e(x['note'])})", highlight=False)
     _print_published(console, report["published"])
+    _print_intervals(console, report["intervals"])
     return 0
+
+
+def _print_intervals(console, iv: dict) -> None:
+    """The calibrated intervals: per kind of extrapolation, its held-out cases and how many the interval held."""
+    e = fmt.esc
+    level = iv["level"]
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), title_justify="left",
+              title=f"{level:.0%} intervals by kind of extrapolation ({iv['cases']} held-out cases: cells, "
+                    "architectures, GPU types and counts held out whole)")
+    for col in ("kind", "cases", "inside", "coverage", "width"):
+        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
+    for k in iv["kinds"] + iv["published"]:
+        if k["coverage"] is None:
+            t.add_row(e(k["kind"]), "—", "—", "—", "—")
+            continue
+        cov = f"{k['coverage']:.0%}"
+        t.add_row(e(k["kind"]), str(k["cases"]), str(k["inside"]), f"[bold red]{cov}[/]" if k["off"] else cov,
+                  f"{k['median_width']:.2f}x")
+    console.print(t)
+    console.print("[dim]width: the median interval's high / low, each case's width worked out without its own model's "
+                  "cases (published rows: without their own source's, or generation's)[/dim]")
+    if iv["met"]:
+        console.print(f"coverage: [green]met[/] within {iv['tolerance'] * 100:.0f} points of {level:.0%} on every kind "
+                      f"with at least {iv['min_cases']} cases", highlight=False)
+    for k in iv["kinds"] + iv["published"]:
+        if k["off"]:
+            side = "too narrow" if k["coverage"] < level else "wider than it needs"
+            console.print(f"[bold red]coverage missed:[/] {e(k['kind'])}: {k['inside']} of {k['cases']} held-out cases "
+                          f"inside, {k['coverage']:.0%} against the stated {level:.0%} (its interval is {side})",
+                          highlight=False)
+        elif k["coverage"] is None:
+            console.print(f"[yellow]not checked:[/] {e(k['kind'])}: its {k['rows']} rows are all from "
+                          f"{e(', '.join(k['groups']))}, with nothing outside to calibrate on", highlight=False)
+        elif k["cases"] < iv["min_cases"]:
+            console.print(f"[yellow]too few to judge:[/] {e(k['kind'])}: {k['cases']} cases", highlight=False)
+    if iv["single_cell"]:
+        words = ", ".join(f"{e(a)} {w:.2f}x" for a, w in sorted(iv["single_cell"].items(), key=lambda x: -x[1]))
+        console.print(f"measured in one cell only, so at least as wide as their own held-out errors (high / low): "
+                      f"{words}", highlight=False)
 
 
 def _print_published(console, pub: dict) -> None:

@@ -357,7 +357,7 @@ def evidence(r: dict[str, Any]) -> str:
     src = (r.get("source") or "").replace("paper-table", "paper Table ")
     mfu = f"MFU {fmt.mfu(r['mfu'], r.get('plausibility'), r.get('capped'))}" if r.get("mfu") is not None else ""
     if r.get("capped") and mfu:
-        mfu += " capped at this generation's line (not an estimate)"
+        mfu += f" capped at {fmt.mfu(r['mfu'])} (this generation's line)"
     if r.get("plausibility") in fmt.FLAG_MARK:
         text = f"{src}: {mfu} is {r['plausibility']}, expect longer"
     elif src == "predicted":
@@ -423,6 +423,35 @@ def stale_fix(r: dict[str, Any]) -> str:
             f"~/.config/tui-planner/presets/")
 
 
+def interval_lines(v: Any) -> list[str]:
+    """What the pick's interval says about the choice (issue 39): a cheaper option as good a bet, and which cell
+    to measure to narrow the pick's interval most (engine/plan/verdict.py, engine/plan/uncertainty.py)."""
+    e = fmt.esc
+    buy, lines = v.buy, []
+    if buy is None:
+        return lines
+    ag = getattr(v, "as_good", None)
+    if ag is not None:
+        saved = buy["hardware_cost_usd"] - ag["hardware_cost_usd"]
+        lines.append(f"[b]As good a bet[/]: {option_name(ag)} ({fmt.usd(ag['hardware_cost_usd'])}, {fmt.usd(saved)} "
+                     f"less): {days_with_band(ag)}; each figure lies inside the other's interval, so the difference is "
+                     "smaller than what either is known to.")
+    nw = buy.get("narrow")
+    if nw:
+        now = fmt.band(buy.get("days_low"), buy.get("days_high"))
+        if nw.get("width_after"):
+            lines.append(f"To narrow the pick's interval ({now} days, {nw['width_now']:.2f}x high/low) most, measure "
+                         f"{e(nw['model'])} on {nw['measure_num_gpus']} x {e(str(nw['measure_gpu']).upper())}: "
+                         f"{nw['width_after']:.2f}x ({e(nw['kind_after'])})"
+                         + ("; the rest is its GPU generation's and the cap's, which only measuring the pick itself "
+                            "removes." if nw["width_after"] > nw["width_now"] ** 0.8 else "."))
+        else:
+            lines.append(f"Only measuring the pick itself ({nw['num_gpus']} x {e(str(nw['gpu']).upper())}) narrows its "
+                         f"interval ({now} days, {nw['width_now']:.2f}x high/low): most of it is its GPU "
+                         "generation's or the cap's, which a measurement elsewhere does not touch.")
+    return lines
+
+
 def verdict_lines(v: Any, model: str, budget: float, deadline: float | None, prices: bool = True,
                   brief: bool = False) -> list[str]:
     """The verdict (engine/plan/verdict.py) in words: rich markup, every value from a preset or a database
@@ -483,6 +512,7 @@ def verdict_lines(v: Any, model: str, budget: float, deadline: float | None, pri
             trade += f"; {'at risk' if risk == 'at risk' else 'misses the deadline'}" + (
                 f": its band is {b} days" if b else "")
         lines.append(f"Runner-up {option_name(ru)}: {trade}.")
+    lines += interval_lines(v)
     if prices and not brief:
         lines.append(f"[dim]Prices: {e(price_text(buy))}.[/]")
     return lines

@@ -32,13 +32,14 @@ class Guess:
     days_high: float | None = None
     micro_batch: int | None = None
     reason: str = ""  # why it is predicted not to run, when it is not feasible
+    measured: bool = False  # the figure is this cell's measurement already in the database (use_measured)
 
     def text(self) -> str:
         if not self.feasible or self.days is None:
             return f"predicted not to run ({self.reason})" if self.reason else "no prediction"
         band = (f" ({self.days_low:.3g}-{self.days_high:.3g})"
                 if self.days_low is not None and self.days_high is not None else "")
-        return f"predicted {self.days:.3g} days{band} at micro-batch {self.micro_batch}"
+        return f"{'measured already' if self.measured else 'predicted'} {self.days:.3g} days{band} at micro-batch {self.micro_batch}"
 
 
 @dataclass(frozen=True)
@@ -78,19 +79,29 @@ class Guide:
                 f"the {best_days:.3g} days measured{by}")
 
 
+# A setting of the cell already measured guides by its measurement: repetitions of one setting spread by a few
+# percent (docs/measurements.md), so its band is this much either side.
+MEASURED_SPREAD = 0.03
+
+
 def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str, gpu: str, num_gpus: int,
-              method_set: str = "all", num_nodes: int = 1, network=None) -> Guide | None:
+              method_set: str = "all", num_nodes: int = 1, network=None, use_measured: bool = False) -> Guide | None:
     """The guide for one cell, predicted from `rows` (measured and paper rows) without the cell's own
     measured rows. None when the predictor has no basis for the model (nothing feasible or infeasible
-    could be said): the sweep then runs in the search space's order."""
+    could be said): the sweep then runs in the search space's order.
+
+    use_measured (a new search, issue 39): what `rows` already measured of the cell guides it. The cell's rows
+    stay in the predictor (its residual comes from them), and a setting measured there is guessed at its
+    measured median, +-MEASURED_SPREAD. Without it (the replay's proof), the cell is predicted as if
+    nobody had measured it."""
     from engine.data.runs import rows_on_run
     from engine.predict import PredictError, build_predictor
 
     n = num_gpus * num_nodes
     model = presets.model(model_id)
-    others = [r for r in rows if r.get("source") != "predicted" and not (
+    others = [r for r in rows if r.get("source") != "predicted" and (use_measured or not (
         r.get("model") == model_id and r.get("gpu") == gpu
-        and int(r.get("num_gpus") or 0) * int(r.get("num_nodes") or 1) == n)]
+        and int(r.get("num_gpus") or 0) * int(r.get("num_nodes") or 1) == n))]
     try:
         predictor = build_predictor(rows_on_run(others, model), presets, for_model=model_id)
         # nodes joined by a network preset: predicted across it (the sweep gives none a guide without one)
@@ -103,6 +114,22 @@ def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str
     guesses = {p.label: Guess(p.label, bool(p.feasible and p.days is not None), p.days, p.days_low, p.days_high,
                               p.micro_batch, "" if p.feasible else p.reason) for p in preds}
     basis = next((p.basis for p in preds if p.basis), "")
+    if use_measured and not (num_nodes > 1 and network):
+        import statistics
+
+        own: dict[str, list] = {}
+        for b in predictor.basis:  # the cell's measurements on this run, today's engine (not the dense mask)
+            if b.source == "measured" and b.cell == (model_id, gpu, n) and b.group != "compiled-mask":
+                own.setdefault(b.methods.label, []).append(b)
+        for label, bs in own.items():
+            if label in guesses:
+                days = statistics.median(b.days for b in bs)
+                mb = max(b.micro_batch or 0 for b in bs) or guesses[label].micro_batch
+                guesses[label] = Guess(label, True, days, days * (1 - MEASURED_SPREAD), days * (1 + MEASURED_SPREAD), mb,
+                                    measured=True)
+        if own:
+            basis = (f"measured already: {len(own)} setting(s) of this cell at their measured median "
+                     f"(+-{MEASURED_SPREAD:.0%}), the rest predicted with the cell's rows in the fit; " + basis)
     return Guide(guesses, basis=basis, predictions=tuple(preds))
 
 

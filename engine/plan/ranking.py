@@ -171,6 +171,11 @@ options AS (
            -- an estimate; its provenance says so (a shared file's may be anything: not JSON reads as not capped)
            coalesce(b.source = 'predicted' AND CASE WHEN json_valid(b.provenance)
                THEN json_extract_string(b.provenance, '$.predicted.capped') = 'true' END, false) AS capped,
+           -- the calibrated interval's parts (engine/predict/intervals.py): what a measurement could narrow
+           CASE WHEN b.source = 'predicted' AND json_valid(b.provenance)
+                THEN json_extract_string(b.provenance, '$.predicted.interval_parts') END AS interval_parts,
+           CASE WHEN b.source = 'predicted' AND json_valid(b.provenance)
+                THEN json_extract_string(b.provenance, '$.predicted.kind') END AS kind,
            CASE WHEN o.system IS NULL THEN 'no-system' WHEN b.days IS NOT NULL THEN 'ok'
                 WHEN tr.refused_any THEN 'refused' WHEN tr.implausible_any THEN 'implausible'
                 ELSE 'infeasible' END AS status
@@ -306,6 +311,13 @@ def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any
               "with_paper": "paper" in req.sources, "nodes": req.nodes, "network": req.network}
     rows = store.query_named(RANK_SQL, params)
     measured = uncertainty.measured_generations(measured_gpus(store), presets)
+    from engine.predict import intervals as calibrated
+
+    widths = calibrated.load()
+    cells = uncertainty.measured_arch_cells(
+        ((r["model"], r["gpu"], r["n"]) for r in store.query(
+            "SELECT DISTINCT model, gpu, num_gpus * num_nodes AS n FROM trials "
+            "WHERE source = 'measured' AND feasible AND days IS NOT NULL")), presets) if widths is not None else frozenset()
     for r in rows:
         o = opts[(r["gpu"], r["num_gpus"])]
         gp, sp, rent = o["gpu_price"], o["system_price"], o["rent"]
@@ -325,6 +337,7 @@ def rank(store: Store, req: RankRequest, presets: Presets) -> list[dict[str, Any
         r["days_low"], r["days_high"] = low, high
         r["deadline_verdict"] = uncertainty.deadline_verdict(low, high, req.deadline_days)
         r["extrapolated"] = uncertainty.extrapolated(r, presets, measured)
+        r["narrow"] = uncertainty.narrowing(r, req.model, presets, cells, widths) if r["days"] is not None else None
         r["config"] = _config(r)
         if r["rent_usd"] is None or r["days"] is None:
             r["buy_or_rent"] = None

@@ -27,6 +27,7 @@ def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
             mark_superseded(store)  # a combination measured again: the later row counts
         if predictions:
             calibrate_generations(store, presets, data_dir / "external")
+            calibrate_intervals(store, presets, data_dir / "external")
             add_predictions(store, presets)
         store.con.execute("CHECKPOINT")
         return store.summary()
@@ -53,6 +54,22 @@ def calibrate_generations(store: Store, presets, folder: Path) -> None:
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     tmp.write_text(json.dumps(cal.to_json(), indent=1, sort_keys=True) + "\n")
     os.replace(tmp, target)
+
+
+def calibrate_intervals(store: Store, presets, folder: Path) -> None:
+    """The calibrated interval per kind of extrapolation (engine/predict/intervals.py) from this database's
+    measurements, each held out by cell, architecture, GPU type and GPU count; written beside fitted.json
+    (intervals.json), where every predictor reads them. Before the predictions, which carry them."""
+    from engine.predict import intervals
+    from engine.predict.predictor import Predictor
+    from engine.predict.validate import held_out_cases
+
+    rows = store.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    if not folder.is_dir():
+        return
+    cases = held_out_cases(rows, presets)
+    if cases:
+        intervals.write(intervals.calibrate(cases, Predictor(rows, presets).evidence), folder)
 
 
 def add_predictions(store: Store, presets) -> int:

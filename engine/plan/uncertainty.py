@@ -69,3 +69,73 @@ def extrapolated(row: dict[str, Any], presets: Presets, measured: set[str]) -> s
         return None
     name = generation(presets.gpus[row["gpu"]])
     return None if name in measured else name
+
+
+# --- what would narrow a predicted option's interval (issue 39) -------------------------------------------------
+
+
+def measured_arch_cells(store_cells: Iterable[tuple[str, str, int]], presets: Presets) -> frozenset:
+    """(architecture, GPU, count) of every measured (model, GPU, count): what a prediction's kind is read from."""
+    from engine.predict.memory import arch_of
+
+    out = set()
+    for model, gpu, n in store_cells:
+        m = presets.models.get(model)
+        if m is not None:
+            try:
+                out.add((arch_of(m), gpu, int(n)))
+            except Exception:  # a model whose config names no class: not an architecture we predict from
+                continue
+    return frozenset(out)
+
+
+def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozenset,
+              intervals: Any) -> dict[str, Any] | None:
+    """Which cell to measure to narrow a predicted option's interval most, other than the option itself (whose
+    measurement replaces the interval): the model on fewer of the same GPU, or on one H100 (where our
+    measurements are); each changes the kind of extrapolation the option is predicted with
+    (engine/predict/intervals.py), so its width. The generation's part and the cap's stay (a measurement on
+    another GPU says nothing about them). None for a figure that is not a calibrated prediction."""
+    import math
+
+    from engine.predict.intervals import Evidence
+    from engine.predict.memory import arch_of
+
+    parts = row.get("interval_parts")
+    if row.get("source") != "predicted" or not parts or intervals is None or model not in presets.models:
+        return None
+    if isinstance(parts, str):
+        import json
+
+        parts = json.loads(parts)
+    arch = arch_of(presets.models[model])
+    gpu, n, off = row["gpu"], int(row["num_gpus"]), bool(row.get("offloading"))
+
+    def total(w_model: float) -> float:
+        return math.hypot(w_model, parts.get("generation", 0.0)) + parts.get("cap", 0.0)
+
+    now = total(parts["model"])
+    candidates = [(gpu, k) for k in (1, 2, 4, 8) if k < n and n % k == 0]
+    if gpu != "h100":
+        candidates.append(("h100", 1))
+    best = None
+    for g, k in candidates:
+        if (arch, g, k) in cells or g not in presets.gpus:
+            continue
+        after_cells = cells | {(arch, g, k)}
+        ev = Evidence(after_cells)
+        kind = ev.evidence(arch, gpu, n)
+        w, _ = intervals.width(kind, off)
+        if ev.arch_cells(arch) <= 1 and arch in intervals.single_cell:
+            w = max(w, intervals.single_cell[arch])
+        after = total(w)
+        if best is None or after < best[0] - 1e-9:
+            best = (after, g, k, kind)
+    out = {"model": model, "gpu": gpu, "num_gpus": n, "width_now": math.exp(2 * now)}
+    if best is None or best[0] >= now * 0.98:
+        # nothing but the option itself narrows it: the generation's part or the cap's is most of it
+        out.update(measure_gpu=gpu, measure_num_gpus=n, width_after=None, kind_after=None)
+    else:
+        out.update(measure_gpu=best[1], measure_num_gpus=best[2], width_after=math.exp(2 * best[0]),
+                   kind_after=best[3])
+    return out

@@ -313,6 +313,9 @@ def generation_bands(checks: Sequence[ExternalCheck], extrapolated: Sequence[Ext
         errs = [c.error for c in checks if c.generation == g]
         out[g] = band_from(errs, f"{g}: {len(errs)} published rows, each predicted without its group")
     far = [c.error for c in extrapolated]
+    for g in sorted({c.generation for c in extrapolated}):  # each generation predicted from another, apart
+        errs = [c.error for c in extrapolated if c.generation == g]
+        out[f"extrapolated:{g}"] = band_from(errs, f"{g} predicted as if nobody had measured it ({len(errs)} rows)")
     if far:
         out["extrapolated"] = band_from(far, f"no data for this generation: the errors of predicting each measured "
                                              f"generation from the others ({len(far)} rows)")

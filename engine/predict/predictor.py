@@ -16,6 +16,7 @@ from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
+from engine.predict.intervals import Evidence, Intervals, generation_width, kind_name, unmeasured_generation_width
 from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
                                   LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
@@ -46,6 +47,8 @@ class Prediction:
     days_high: float | None = None
     mfu: float | None = None
     capped: bool = False
+    uncapped_days: float | None = None  # the time model's own figure where the line held it (capped)
+    kind: str = ""  # the kind of extrapolation (engine/predict/intervals.py) whose held-out errors set the interval
     memory_need_gb: float | None = None
     memory_capacity_gb: float | None = None
     basis: str = ""
@@ -78,6 +81,9 @@ class Predictor:
         self.bands = dict(bands or {})
         self._family_of_arch = {b.arch: b.family for b in self.basis}
         self._fits: dict[tuple[str, str, str], Fit | None] = {}
+        self.evidence = Evidence.of(self.basis)  # what is measured where: a prediction's kind of extrapolation
+        self.intervals: Intervals | None = None  # calibrated widths per kind (build_predictor loads them)
+        self._gen_w: dict[str, float | None] = {}
         self._same: dict[str, set[str]] = {}
         updates = [b.update_s / b.update_bytes for b in self.basis
                    if b.update_s and b.update_bytes > 0 and b.source == "measured"]
@@ -326,12 +332,16 @@ class Predictor:
         line = mfu_line(gpu)  # the generation's plausibility line (engine/data/generations.py)
         capped_step = flops_step / (num_gpus * gpu.peak_16bit_flops * line)  # the fastest the line allows
         capped = mfu > line
+        uncapped_mfu = mfu
+        p.uncapped_days = formulas.training_days(step_s, model.training.steps)
         if capped:  # never faster than the cap allows
             step_s = capped_step
             mfu = line
         days = formulas.training_days(step_s, model.training.steps)
         p.feasible, p.micro_batch, p.grad_accum = True, mb, accum
         p.pass_s, p.update_s, p.step_s, p.days, p.mfu, p.capped = pass_s, update_s, step_s, days, mfu, capped
+        evidence = self.evidence.evidence(arch, gpu.id, num_gpus)
+        p.kind = kind_name(evidence, methods.offloading) + (" + over a network" if nodes > 1 else "")
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
         band = self.band(arch, s.family)
         if s.experts and arch not in self.bands:  # a mixture of experts nobody measured: its factor's own band
@@ -345,7 +355,7 @@ class Predictor:
             band = combine(band, gen_band, f"{band.what if band else 'no model band'}; and for {gen.name}: "
                                            f"{gen_band.what}")
         over_network = nodes > 1 and link == network.node_bytes_per_s
-        fastest, slowest = days, days
+        fastest, slowest, parts = days, days, None
         if over_network:
             # The network's share of the line rate is a published figure, not one this engine measured on that
             # network: the step again at the line rate (at best) and at half the stated share (at worst), the
@@ -357,7 +367,18 @@ class Predictor:
             line_rate = min(own_link, network.node_bytes_per_s / network.efficiency)
             fastest = formulas.training_days(max(step_at(line_rate), capped_step), model.training.steps)
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
-        if band:
+        if self.intervals is not None:
+            band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line)
+            if s.experts and arch not in self.bands:  # the unmeasured expert factor, as above: in quadrature
+                band = combine(band, Band(MOE_BAND[0], MOE_BAND[1], (), "mixture of experts, unmeasured"),
+                               f"{band.what}; and a mixture of experts' unmeasured compute factor "
+                               f"({MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x)")
+                parts = {**parts, "model": math.hypot(parts["model"], math.log(MOE_BAND[1]))}  # a measurement narrows it
+            # never below what 100% of the dense peak allows (engine/data/trust.py holds a stored row to that too)
+            p.days_low = max(fastest * band.low_factor,
+                             formulas.training_days(capped_step * line, model.training.steps))
+            p.days_high = slowest * band.high_factor
+        elif band:
             p.days_low = max(fastest * band.low_factor, formulas.training_days(capped_step, model.training.steps))
             p.days_high = slowest * band.high_factor
         elif over_network:
@@ -384,11 +405,43 @@ class Predictor:
                                                                           "memory": km, "from": factors_from},
             "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
             "nodes": nodes, "network": network.id if network else None, "over_network": over_network,
+            "kind": p.kind, "uncapped_days": p.uncapped_days,
+            "interval_parts": parts,  # log widths of the interval's model, generation and cap parts
+            "interval_level": self.intervals.level if self.intervals is not None else None,
             "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step, "own_link_bytes_s": own_link,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
         return p
+
+    def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
+                  excess: float) -> tuple[Band, dict[str, float]]:
+        """The calibrated interval around the point (engine/predict/intervals.py): the kind's width; a GPU
+        generation our measurements are not on adds its own held-out width in quadrature; a figure held at the
+        generation's line adds how far past the line the time model put it (the cap hides that much), on both
+        sides, so the point stays the middle."""
+        w, what = self.intervals.for_prediction(arch, evidence, offloading)
+        parts = {"model": w, "generation": 0.0, "cap": 0.0}  # log widths: what a measurement could narrow
+        if gen is not None and gen.id != BASE and self.generations is not None:
+            if gen.id not in self._gen_w:
+                b, key = self.generations.band_for(gen.id)
+                apart = {k: v.errors for k, v in self.generations.bands.items() if k.startswith("extrapolated:")}
+                self._gen_w[gen.id] = (unmeasured_generation_width(apart) if key == "extrapolated" and apart else
+                                       generation_width(b.errors) if b is not None and b.errors else None)
+            wg = self._gen_w[gen.id]
+            if wg is None:
+                wg = math.log(2.0)
+                what += f"; {gen.name}: no held-out published rows, a wide 2x guess"
+            else:
+                what += f"; {gen.name}'s published rows held out: x{math.exp(wg):.2f}, in quadrature"
+            w = math.hypot(w, wg)
+            parts["generation"] = wg
+        if capped and excess > 1:
+            w += math.log(excess)
+            parts["cap"] = math.log(excess)
+            what += (f"; capped at this generation's line: the time model's own figure is {excess:.2f}x faster, "
+                     "so the interval is that much wider on each side")
+        return Band(math.exp(-w), math.exp(w), (), what), parts
 
     def _generation_basis(self, gen, factors_from: str, key: str | None) -> str:
         rows = self.generations.fit.rows.get(factors_from, 0)
@@ -459,7 +512,8 @@ class Predictor:
                          + (f" (from {g['from']}: extrapolated)" if t.get("extrapolated") or g["from"] != t.get("generation")
                             else " (published measurements)"))
         lines.append(f"MFU {p.mfu:.0%} of the {gpu.peak_16bit_tflops:.0f} TFLOP/s dense 16-bit peak"
-                     + (f", capped at this generation's line, {t['mfu_line']:.0%}" if p.capped else ""))
+                     + (f", capped at {t['mfu_line']:.0%} (this generation's line; the time model said "
+                        f"{p.uncapped_days:.1f} days)" if p.capped and p.uncapped_days else ""))
         if band and p.days_low is not None:
             lines.append(f"band {p.days_low:.1f}-{p.days_high:.1f} days: {band.what}")
         return lines

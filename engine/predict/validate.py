@@ -4,6 +4,7 @@ other cell, memory calibration included), the error band per architecture it giv
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -11,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from engine.data.errors import PlannerError
 from engine.data.presets import Presets
 from engine.predict import calibration, memory
+from engine.predict import intervals as iv
 from engine.predict.fit import Band, BasisRow, basis_row
 from engine.predict.generations import base_fit, load_calibration
 from engine.predict.predictor import Predictor
@@ -161,6 +163,67 @@ def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets, for_arch: str
     return out
 
 
+def held_out_cases(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[iv.Case]:
+    """The calibrated intervals' cases (engine/predict/intervals.py): every held-out configuration under each
+    scheme, with its kind of extrapolation: cells, architectures, GPU types and an architecture's GPU counts
+    held out whole, each configuration classified by what was left when it was predicted."""
+    rows = [dict(r) for r in rows]
+    memo = _Memo(presets)
+    basis = [(r, memo(r)) for r in rows]
+    measured = [(r, b) for r, b in basis if b is not None and b.source == "measured"]
+    targets = {}
+    for r, b in measured:
+        targets.setdefault((b.cell, b.methods, b.group), []).append(b)
+
+    def key(r: Mapping[str, Any]) -> tuple[str, str, int]:
+        return (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1))
+
+    arch_of_model = {b.model: b.arch for _, b in measured}
+    groups: list[tuple[str, Any]] = []
+    groups += [("cell", c) for c in sorted({b.cell for _, b in measured})]
+    groups += [("architecture", a) for a in sorted({b.arch for _, b in measured})]
+    gpus = sorted({b.gpu for _, b in measured})
+    if len(gpus) > 1:
+        groups += [("gpu", g) for g in gpus]
+    groups += [("count", (a, n)) for a, n in sorted({(b.arch, b.num_gpus) for _, b in measured})
+               if len({bb.num_gpus for _, bb in measured if bb.arch == a}) > 1]
+
+    def out_of(scheme: str, g: Any, r: Mapping[str, Any]) -> bool:
+        m, gpu, n = key(r)
+        a = arch_of_model.get(m)
+        if scheme == "cell":
+            return (m, gpu, n) == g
+        if scheme == "architecture":
+            return a == g and r.get("source") == "measured"
+        if scheme == "gpu":
+            return gpu == g and r.get("source") == "measured"
+        return (a, n) == g and r.get("source") == "measured"
+
+    cases = []
+    for scheme, g in groups:
+        held = [r for r in rows if out_of(scheme, g, r)]
+        if not held:
+            continue
+        others = [r for r in rows if not out_of(scheme, g, r)]
+        predictor = Predictor(others, presets, basis_of=memo)
+        ev = predictor.evidence
+        held_keys = {key(r) for r in held if r.get("source") == "measured"}
+        for (cell, methods, group), same in targets.items():
+            if cell not in held_keys:
+                continue
+            same = sorted(same, key=lambda b: b.days)
+            b = same[(len(same) - 1) // 2]
+            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods, dense_causal_mask=group == "compiled-mask")
+            if not p.feasible or not p.days:
+                continue
+            actual = statistics.median(x.days for x in same)
+            kind = iv.kind_name(ev.evidence(b.arch, b.gpu, b.num_gpus), methods.offloading)
+            cases.append(iv.Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, methods.label,
+                              p.days, actual))
+    return cases
+
+
+
 def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_paper: bool = True,
                     generations: bool = True, for_model: str | None = None) -> Predictor:
     """A predictor over these rows with its error bands, and the factors and bands of the GPU generations
@@ -172,7 +235,11 @@ def build_predictor(rows: Sequence[Mapping[str, Any]], presets: Presets, use_pap
             arch = memory.arch_of(presets.model(for_model))
         except PlannerError:
             arch = None
-    p = Predictor(rows, presets, use_paper=use_paper, bands=bands_for(rows, presets, for_arch=arch))
+    calibrated = iv.load()
+    # With calibrated intervals (data/external/intervals.json, scripts/build_db.py) the per-architecture bands are not used.
+    p = Predictor(rows, presets, use_paper=use_paper,
+                  bands=None if calibrated is not None else bands_for(rows, presets, for_arch=arch))
+    p.intervals = calibrated
     if generations:
         base = base_fit(p)
         if base is not None:
@@ -247,10 +314,34 @@ def validation_report(rows: Sequence[Mapping[str, Any]], presets: Presets) -> di
         cross.append(s)
     report["cross"] = cross
     report["published"] = published_report(rows, presets, predictor)
+    report["intervals"] = interval_report(rows, presets, predictor, report["published"])
     report["skip"] = calibration.replay_skips(rows, presets)
     report["skip_today"] = calibration.replay_skips(rows, presets, as_ran=False)
     return report
 
+
+
+def interval_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predictor: Predictor,
+                    published: Mapping[str, Any]) -> dict[str, Any]:
+    """The calibrated intervals (engine/predict/intervals.py): the held-out cases per kind of extrapolation
+    (cells, architectures, GPU types and GPU counts held out whole), the width each kind gets, and how many
+    cases fall inside the interval they would have been given; a kind off the stated level by more than the
+    tolerance (with enough cases) is named, and so is every architecture measured in one cell only."""
+    cases = held_out_cases(rows, presets)
+    cal = iv.calibrate(cases, predictor.evidence)
+    kinds = iv.coverage(cases, predictor.evidence)
+    pub = published.get("interval_coverage", [])
+    failing = [k for k in kinds + pub if k["off"]]
+    few = [k for k in kinds + pub if k["cases"] < iv.MIN_CASES]
+    return {
+        "level": iv.LEVEL, "tolerance": iv.TOLERANCE, "min_cases": iv.MIN_CASES, "cases": len(cases),
+        "kinds": kinds, "published": pub, "failing": [k["kind"] for k in failing], "few": [k["kind"] for k in few],
+        "met": not failing,
+        "widths": {k: math.exp(2 * w) for k, w in cal.widths.items()},
+        "single_cell": {a: math.exp(2 * w) for a, w in cal.single_cell.items()},
+        "by_arch": iv.by_arch(cases),
+        "shipped": (lambda s: s.to_json() if s is not None else None)(iv.load()),
+    }
 
 
 def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predictor: Predictor) -> dict[str, Any]:
@@ -271,10 +362,16 @@ def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predic
     held = gen.leave_group_out(terms, full)
     far = gen.leave_generation_out(terms, full)
     ratios = gen.ratio_checks(held)
+    # the generations' own widths, each group checked against the widths of the other sources' rows (held out
+    # by group), and each generation predicted as if nobody had measured it against the other generations'
+    coverage = (iv.published_coverage(held, lambda c: f"{c.generation} (published rows)", lambda c: c.row.source)
+                + iv.published_coverage(far, lambda c: "generation nobody measured", lambda c: c.generation,
+                                        widest=True))
     left: dict[str, int] = {}
     for _, why in data.left_out:
         left[why] = left.get(why, 0) + 1
     return {
+        "interval_coverage": coverage,
         "rows": len(terms), "sources": {s.id: {"use": s.use, "note": s.note, "why_not": s.why_not}
                                         for s in data.sources.values()},
         "left_out": left,

@@ -128,9 +128,9 @@ def head_lines(row: dict[str, Any], presets: Any = None) -> list[str]:
                 f" [dim]of the {peak:,.0f} TFLOP/s dense 16-bit peak[/]" if peak else "")
         lines.append(f"Result {result}{mfu}")
         if capped and row.get("mfu") is not None:
-            lines.append(f"[yellow]^ capped at this generation's line ({fmt.mfu(row['mfu'])}), not an estimate: the "
-                         "prediction came out faster than any synchronized training on it, so these days are the "
-                         "fastest believed[/]")
+            lines.append(f"[yellow]^ capped at {fmt.mfu(row['mfu'])} (this generation's line): the prediction came "
+                         "out faster than any synchronized training on it, so these days are the line's, and the band "
+                         "around them is wider by how far past it the time model went[/]")
         if flag in fmt.FLAG_MARK:
             lines.append(f"[red]{E(flag)}: above {'100%' if flag == 'impossible' else 'its generation' + chr(39) + 's plausible line'}"
                          " of the GPU's peak; the time is too good to be true, expect longer[/]")
