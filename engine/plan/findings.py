@@ -36,7 +36,7 @@ SELECT model, gpu, num_gpus, num_nodes, split_part(key, '|', 7) AS link, split_p
                 = 'dense mask', false) AS dense_mask
 FROM trials
 WHERE (source = 'measured' OR (source = 'predicted' AND failure_kind IN ('memory', 'cannot-win')))
-  AND (len(string_split(key, '|')) = 6 OR (len(string_split(key, '|')) = 7 AND split_part(key, '|', 7) = 'host-staged'))
+  AND (len(string_split(key, '|')) = 6 OR (len(string_split(key, '|')) = 7 AND split_part(key, '|', 7) = ?))
   {where}
 QUALIFY count(*) FILTER (WHERE source = 'measured') OVER (PARTITION BY model, gpu, num_gpus, num_nodes, link) > 0
     AND row_number() OVER (
@@ -147,7 +147,7 @@ SELECT r.run_id, r.command, r.status, r.search, r.wall_s, r.trials_run, r.trials
 FROM runs r
 WHERE r.source = 'measured' AND r.run_id IN (
     SELECT run_id FROM trials WHERE model = ? AND gpu = ? AND num_gpus = ? AND num_nodes = ?
-    AND (split_part(key, '|', 7) = 'host-staged') = ?)
+    AND (split_part(key, '|', 7) = ?) = ?)
 ORDER BY r.started_at NULLS FIRST
 """
 
@@ -158,7 +158,7 @@ def searches(store: Store, model: str, gpu: str, num_gpus: int, num_nodes: int =
     command are one search in parts. link 'host-staged': the cell's host-staged searches, else its own links'."""
     out: list[Search] = []
     open_command = None
-    for r in store.query(_SEARCHES_SQL, [model, gpu, num_gpus, num_nodes, link == HOST_STAGED]):
+    for r in store.query(_SEARCHES_SQL, [model, gpu, num_gpus, num_nodes, HOST_STAGED, link == HOST_STAGED]):
         wall = r["wall_s"]
         part = Search(r["search"] or "pruned", wall, int(r["trials_run"] or 0), int(r["trials_skipped"] or 0), 1,
                       r["started_at"], r["status"] == "done")
@@ -290,7 +290,7 @@ def findings(store: Store, presets: Presets | None = None, model: str | None = N
         if value is not None:
             where.append(f"AND {column} = ?")
             params.append(value)
-    rows = store.query(_ROWS_SQL.format(where=" ".join(where)), params)
+    rows = store.query(_ROWS_SQL.format(where=" ".join(where)), [HOST_STAGED, *params])
     cells: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["model"], r["gpu"], r["num_gpus"], r["num_nodes"], r["link"] or ""), []).append(r)

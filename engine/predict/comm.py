@@ -95,20 +95,21 @@ def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[d
             grew, comm = r["pass_s"] - o["pass_s"], cb_pass
         g = overlappable(kind, o["pass_s"])
         if comm > 0 and g > 0:
+            t = comm / rate  # what the slow path's communication takes
             path = "host-staged" if staged else f"{nodes} nodes over sockets"
             label = f"{r['model']} {methods.label} on {n} x {r['gpu']}, {path}"
-            found[kind].append((min(1.0, max(0.0, (comm / rate - grew) / g)), label,
-                                comm / rate > 0 and grew < HID_NEARLY_ALL * comm / rate))
+            found[kind].append((min(1.0, max(0.0, (t - grew) / g)), label, grew < HID_NEARLY_ALL * t))
     hidden, notes = {}, {}
     for k in KINDS:
         pool = found[k]
         if pool:
             shown = [h for h, _, bound in pool if not bound]
+            mid = statistics.median(shown) if shown else None
             least = max((h for h, _, bound in pool if bound), default=0.0)
-            hidden[k] = max(statistics.median(shown), least) if shown else least
-            how = ("median of the pairs that showed it" if shown else "the least that every pair allows")
-            if shown and least > statistics.median(shown):
-                how = "raised to what a pair that hid nearly all of it needs"
+            hidden[k] = least if mid is None else max(mid, least)
+            how = ("the least that every pair allows" if mid is None else
+                   "raised to what a pair that hid nearly all of it needs" if least > mid else
+                   "median of the pairs that showed it")
             notes[k] = (f"hides behind {hidden[k]:.0%} of the GPU work it can overlap ({how}): "
                         + "; ".join(f"{label}: {'at least ' if bound else ''}{h:.0%}" for h, label, bound in pool))
         else:

@@ -343,11 +343,10 @@ class Predictor:
         evidence = self.evidence.evidence(arch, gpu.id, num_gpus)
         p.kind = kind_name(evidence, methods.offloading) + (" + over a network" if nodes > 1 else "")
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
+        unmeasured_moe = bool(s.experts) and arch not in self.bands  # its compute factor's own band, in quadrature
         band = self.band(arch, s.family)
-        if s.experts and arch not in self.bands:  # a mixture of experts nobody measured: its factor's own band
-            band = combine(band, Band(MOE_BAND[0], MOE_BAND[1], (), "mixture of experts, unmeasured"),
-                           f"{band.what if band else 'no model band'}; and a mixture of experts' unmeasured "
-                           f"compute factor ({MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x)")
+        if unmeasured_moe:
+            band = _with_moe(band)
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen_band is None:
                 gen_band = Band.from_errors([], f"{gen.name}: the published-row validation has not been run "
@@ -369,10 +368,8 @@ class Predictor:
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if self.intervals is not None:
             band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line)
-            if s.experts and arch not in self.bands:  # the unmeasured expert factor, as above: in quadrature
-                band = combine(band, Band(MOE_BAND[0], MOE_BAND[1], (), "mixture of experts, unmeasured"),
-                               f"{band.what}; and a mixture of experts' unmeasured compute factor "
-                               f"({MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x)")
+            if unmeasured_moe:
+                band = _with_moe(band)
                 parts = {**parts, "model": math.hypot(parts["model"], math.log(MOE_BAND[1]))}  # a measurement narrows it
             # never below what 100% of the dense peak allows (engine/data/trust.py holds a stored row to that too)
             p.days_low = max(fastest * band.low_factor,
@@ -527,6 +524,13 @@ class Predictor:
         out = [self.predict(model_id, gpu_id, num_gpus, m, nodes=nodes, network=network)
                for m in space.search_space(method_set, num_gpus)]
         return sorted(out, key=lambda p: (not p.feasible, p.days if p.days is not None else math.inf))
+
+
+def _with_moe(band: Band | None) -> Band:
+    """A band widened, in quadrature, by a mixture of experts' unmeasured compute factor (terms.MOE_BAND)."""
+    return combine(band, Band(MOE_BAND[0], MOE_BAND[1], (), "mixture of experts, unmeasured"),
+                   f"{band.what if band else 'no model band'}; and a mixture of experts' unmeasured compute factor "
+                   f"({MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x)")
 
 
 def _memory_lines(need: memory.Need, capacity_gb: float | None) -> list[str]:
