@@ -211,3 +211,25 @@ def test_a_new_search_of_a_measured_cell_is_guided_by_its_measurement():
     a = guide_for(rows, presets, "pythia-160m", "h200", 1)
     b = guide_for(rows, presets, "pythia-160m", "h200", 1, use_measured=True)
     assert a.guesses == b.guesses
+
+
+def test_a_host_staged_search_is_not_guided_by_the_own_links_measurements(tmp_path):
+    """Pythia-1B on 4 x H200 is measured over NVLink in the shipped database: a new NVLink search starts from
+    those measurements, a host-staged one (no peer access) is predicted, its traffic through host memory
+    costed, never guessed at the NVLink times."""
+    import shutil
+
+    from engine.bench.sweep import _guide_for, plan
+
+    presets = load_presets()
+    db = tmp_path / "mine.duckdb"
+    shutil.copy(shipped_db(), db)
+    got = {}
+    with Store.open(db, read_only=False) as store:
+        for staged in (False, True):
+            req = SweepRequest(model="pythia-1b", num_gpus=4, device="cuda", db=str(db), no_p2p=staged,
+                               only=("fsdp2",))
+            specs = plan(req, presets, "h200")
+            got[staged] = _guide_for(req, presets, "h200", store, specs, set(), {}, lambda e: None).guesses["fsdp2"]
+    assert got[False].measured and not got[True].measured
+    assert "predicted" in got[True].text() and got[True].days != got[False].days

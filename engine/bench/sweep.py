@@ -592,9 +592,10 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
             on_event(Log("", "guided search: no network named between the nodes (--network ID, `tui-planner presets "
                              "--kind networks`): nothing to predict them from; measuring every combination"))
             return None
-    # a cell this database or the shipped one already measured is guided by that measurement (issue 39)
+    # A cell this database or the shipped one already measured is guided by that measurement (issue 39); the
+    # measurements the predictor holds are over the machine's own links, so a host-staged search is predicted.
     guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes,
-                      network, use_measured=True)
+                      network, use_measured=not staged)
     if guide is None:
         on_event(Log("", "guided search: nothing to predict this model from; measuring every combination"))
         return None
