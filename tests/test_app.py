@@ -328,6 +328,10 @@ def test_each_option_shows_its_days_beside_its_band_and_what_it_trades_against_t
                                   for d, r in banded)
             assert "vs the pick" not in text(app, "#option")  # the pick itself
             pane = app.screen.query_one("#verdict-pane")  # longer than its lines at 80x24: it scrolls, not cut
+            for _ in range(50):  # the verdict is laid out after the ranking lands: on a busy machine, a beat later
+                if pane.max_scroll_y > 0:
+                    break
+                await pilot.pause(0.05)
             assert pane.max_scroll_y > 0 and "Runner-up" in text(app, "#verdict")
             pick = options[table.cursor_row]
             await pilot.press("down", "down", "down", "down")
