@@ -31,7 +31,7 @@ def connect(path: str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(path, read_only=read_only, config=dict(SAFE_CONFIG))
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SOURCES = ("measured", "predicted", "paper-table1", "paper-table4")
 
@@ -145,6 +145,15 @@ MIGRATIONS: dict[int, str] = {
     # else from their run's `nvidia-smi topo -m` (Store.fill_interconnect).
     6: """
     ALTER TABLE trials ADD COLUMN interconnect VARCHAR;
+    """,
+    # Version 7: the methods beyond the paper's (engine/data/space.py, issue 42): liger-kernel's fused kernels
+    # and torchao's float8 training; and what a method does to the loss, measured (JSON: the short training
+    # run's final losses and largest gap, against bf16 free-lunch from the same initialisation). Older rows
+    # used neither (NULL reads as false).
+    7: """
+    ALTER TABLE trials ADD COLUMN fused BOOLEAN;
+    ALTER TABLE trials ADD COLUMN fp8 BOOLEAN;
+    ALTER TABLE trials ADD COLUMN numerics VARCHAR;
     """,
 }
 

@@ -7,15 +7,28 @@ on in the search; the memory-saving methods combine: activation checkpointing x 
 - on one GPU, sharding without offloading is dropped (it shards over one rank: a no-op);
 - no torch.compile with ZeRO (DeepSpeed's engine does not compose with it), nor for a model whose
   preset says it cannot compile (Mamba's fused kernels).
-That gives 12 combinations on one GPU and 22 on more. No torch here.
+That gives 12 combinations on one GPU and 22 on more.
+
+Beyond the paper (issue 42), two opt-in methods combine with every point: `fused` (liger-kernel's Triton
+kernels: fused linear + cross-entropy that never materialises the logits, norms, SwiGLU/GeGLU, RoPE; the
+maths unchanged within bf16 rounding) and `fp8` (torchao's float8 training on the linear layers: changes
+numerics). Both need free-lunch on; fp8 needs torch.compile to be fast (torchao's casts are fused by it), so
+it is not combined with ZeRO, which DeepSpeed's engine runs uncompiled. No torch here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp2", "fsdp3")
 METHOD_SETS = ("naive", "free-lunch", "all")
+EXTRAS = ("fused", "fp8")  # beyond the paper's space, opt-in (issue 42)
+# What each extra changes, in words for every place that shows one.
+EXTRA_NOTES = {
+    "fused": "liger-kernel's fused kernels (same maths within bf16 rounding)",
+    "fp8": "FP8 matrix products (torchao float8; changes numerics)",
+}
 # torch.compile's modes: max-autotune tries Triton matmul templates (longer compile), reduce-overhead
 # and max-autotune add CUDA graphs. A sweep's default is None (torch's own, which it calls "default").
 COMPILE_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -29,10 +42,21 @@ class Methods:
     activation_checkpointing: bool = False
     sharding: str = "none"
     offloading: bool = False
+    fused: bool = False  # liger-kernel (issue 42)
+    fp8: bool = False  # torchao float8 training (issue 42)
 
     def __post_init__(self) -> None:
         if self.sharding not in SHARDING:
             raise ValueError(f"sharding {self.sharding!r} is not one of {', '.join(SHARDING)}")
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """The methods beyond the paper's this point uses ('fused', 'fp8'), in EXTRAS order."""
+        return tuple(e for e in EXTRAS if getattr(self, e))
+
+    @property
+    def changes_numerics(self) -> bool:
+        return self.fp8
 
     @property
     def deepspeed(self) -> bool:
@@ -48,11 +72,11 @@ class Methods:
 
     @property
     def label(self) -> str:
-        """Short and stable: 'naive', 'free-lunch', 'ckpt+zero3+offload', ..."""
+        """Short and stable: 'naive', 'free-lunch', 'ckpt+zero3+offload', 'fused+fp8+fsdp3', ..."""
         if not self.free_lunch:
             base = ["naive"]
         else:
-            base = []
+            base = list(self.extras)
         if self.activation_checkpointing:
             base.append("ckpt")
         if self.sharding != "none":
@@ -73,13 +97,36 @@ def is_valid(m: Methods, num_gpus: int) -> bool:
         return False
     if num_gpus == 1 and m.sharding != "none" and not m.offloading:
         return False
-    if not m.free_lunch and (m.activation_checkpointing or m.sharding != "none"):
+    if not m.free_lunch and (m.activation_checkpointing or m.sharding != "none" or m.extras):
         return False  # naive is the plain baseline only
+    if m.fp8 and m.deepspeed:
+        return False  # torchao's float8 is fast only compiled; DeepSpeed's engine runs uncompiled
     return True
 
 
-def combinations(num_gpus: int) -> list[Methods]:
-    """Every valid memory-saving combination with free-lunch on: 12 on one GPU, 22 on more."""
+def with_extras(points: list[Methods], extras: tuple[str, ...] | list[str] = ()) -> list[Methods]:
+    """Each free-lunch point, then its variants with every non-empty subset of `extras` that is valid
+    (fused, fp8, fused+fp8), in that order: the paper's points keep their places."""
+    unknown = [e for e in extras if e not in EXTRAS]
+    if unknown:
+        raise ValueError(f"{', '.join(map(repr, unknown))} is not one of the extra methods ({', '.join(EXTRAS)})")
+    wanted = [e for e in EXTRAS if e in extras]
+    subsets = [s for s in ((e,) for e in wanted)] + ([tuple(wanted)] if len(wanted) == 2 else [])
+    out: list[Methods] = []
+    for m in points:
+        out.append(m)
+        if not m.free_lunch:
+            continue
+        for subset in subsets:
+            v = dataclasses.replace(m, **{e: True for e in subset})
+            if is_valid(v, 2):  # the point itself was valid on this count; only the extras' own rules remain
+                out.append(v)
+    return out
+
+
+def combinations(num_gpus: int, extras: tuple[str, ...] | list[str] = ()) -> list[Methods]:
+    """Every valid memory-saving combination with free-lunch on: 12 on one GPU, 22 on more (and their
+    variants with `extras`)."""
     out = []
     for ckpt in (False, True):
         for sharding in SHARDING:
@@ -87,23 +134,26 @@ def combinations(num_gpus: int) -> list[Methods]:
                 m = Methods(True, ckpt, sharding, offload)
                 if is_valid(m, num_gpus):
                     out.append(m)
-    return out
+    return with_extras(out, extras)
 
 
 def by_label(label: str) -> Methods | None:
-    """The point of the search space a label names ('ckpt+zero3+offload'), or None: the inverse of .label."""
-    return next((m for m in [NAIVE] + combinations(2) if m.label == label), None)  # 2+ GPUs: every point
+    """The point of the search space a label names ('ckpt+zero3+offload', 'fused+fp8'), or None: the inverse
+    of .label."""
+    # 2+ GPUs: every point
+    return next((m for m in [NAIVE] + combinations(2, EXTRAS) if m.label == label), None)
 
 
-def search_space(method_set: str, num_gpus: int) -> list[Methods]:
-    """naive: the baseline alone; free-lunch: naive + free-lunch; all: naive + every combination."""
+def search_space(method_set: str, num_gpus: int, extras: tuple[str, ...] | list[str] = ()) -> list[Methods]:
+    """naive: the baseline alone; free-lunch: naive + free-lunch; all: naive + every combination. `extras`
+    (issue 42: 'fused', 'fp8') adds each free-lunch point's variants with them."""
     if method_set not in METHOD_SETS:
         raise ValueError(f"methods {method_set!r} is not one of {', '.join(METHOD_SETS)}")
     if method_set == "naive":
         return [NAIVE]
     if method_set == "free-lunch":
-        return [NAIVE, FREE_LUNCH]
-    return [NAIVE] + combinations(num_gpus)
+        return [NAIVE] + with_extras([FREE_LUNCH], extras)
+    return [NAIVE] + combinations(num_gpus, extras)
 
 
 def is_subset(a: Methods, b: Methods) -> bool:
@@ -113,6 +163,7 @@ def is_subset(a: Methods, b: Methods) -> bool:
     than DDP with compile and autocast at the same micro-batch, so free-lunch does not bound it."""
     return (a.free_lunch == b.free_lunch
             and a.sharding == b.sharding
+            and a.extras == b.extras
             and (not a.activation_checkpointing or b.activation_checkpointing)
             and (not a.offloading or b.offloading))
 

@@ -86,6 +86,9 @@ class Trial:
     training_run: str | None = None  # what sets the step's time: "512x2048 bf16 adamw" (engine/data/runs.py)
     steps: int | None = None  # the run's steps, which `days` is for
     interconnect: str | None = None  # several GPUs: how they reached each other (engine/data/links.py; schema v6)
+    fused: bool | None = None  # liger-kernel's kernels (engine/data/space.py; schema v7)
+    fp8: bool | None = None  # torchao float8 training (schema v7)
+    numerics: str | None = None  # JSON: the method's loss against bf16 free-lunch, measured (schema v7)
 
 
 TRIAL_COLUMNS = tuple(f.name for f in dataclasses.fields(Trial))

@@ -419,7 +419,8 @@ def methods_of(row: Mapping[str, Any]) -> Methods:
     try:
         return Methods(free_lunch=bool(row.get("free_lunch")),
                        activation_checkpointing=bool(row.get("activation_checkpointing")),
-                       sharding=sharding, offloading=bool(row.get("offloading")))
+                       sharding=sharding, offloading=bool(row.get("offloading")),
+                       fused=bool(row.get("fused")), fp8=bool(row.get("fp8")))
     except ValueError as e:
         raise PlannerError(f"trial {str(row.get('trial_id'))[:40]}: {e}") from None
 

@@ -44,7 +44,7 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
         feasible=p.feasible, source="predicted", run_id=run_id,
         trial_id=uuid.uuid5(PREDICTED_NS, f"{run_id}|{key}").hex, key=key,
         free_lunch=p.methods.free_lunch, activation_checkpointing=p.methods.activation_checkpointing,
-        sharding=p.methods.sharding, offloading=p.methods.offloading,
+        sharding=p.methods.sharding, offloading=p.methods.offloading, fused=p.methods.fused, fp8=p.methods.fp8,
         compile=space.uses_compile(p.methods, model.compile),
         micro_batch=p.micro_batch, grad_accum=p.grad_accum, pass_s=p.pass_s, update_s=p.update_s,
         step_s=p.step_s, days=p.days, mfu=p.mfu, plausibility=formulas.plausibility(p.mfu, mfu_line(gpu)),

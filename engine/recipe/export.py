@@ -64,7 +64,7 @@ class Recipe:
 def label(row: dict[str, Any]) -> str:
     try:
         return space.Methods(bool(row["free_lunch"]), bool(row["activation_checkpointing"]), row["sharding"] or "none",
-                             bool(row["offloading"])).label
+                             bool(row["offloading"]), fused=bool(row.get("fused")), fp8=bool(row.get("fp8"))).label
     except ValueError as e:  # a setting this version does not know, from a results file made elsewhere
         raise PlannerError(f"trial {str(row.get('trial_id'))[:40]}: {e}") from None
 
