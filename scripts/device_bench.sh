@@ -4,11 +4,14 @@
 # Each ITEM is one quoted word list:
 #   "MODEL[:METHODS] [BENCH ARGS...] [VAR=VALUE...]"  one `tui-planner bench` (METHODS default all); VAR=VALUE
 #                                                     words set that bench's environment (NCCL_SOCKET_IFNAME=lo)
+#   "numerics MODEL --extras fp8 [NUMERICS ARGS...]"  `tui-planner numerics` (issue 42: the loss against bf16), stored
+#                                                     on the database's rows of MODEL with that method
 #   "ddp MODEL GPUS [MB ACCUM] [VAR=VALUE...]"        scripts/plain_ddp.py on GPUS GPUs at MB x ACCUM, else at the
 #                                                     micro-batch and accumulation of the database's free-lunch row
 #                                                     of that cell on this card (same VAR words: the same
 #                                                     interconnect); -> $OUT/plain_ddp.jsonl
 # e.g. "pythia-1b --gpus 4" "pythia-1b --gpus 4 --no-p2p --only free-lunch zero1" "ddp pythia-1b 4"
+#      "pythia-1b:free-lunch --extras fused fp8" "numerics pythia-1b --extras fp8"
 #      "pythia-1b --gpus 2 --nodes 2 --launcher local-nodes --only free-lunch NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
 # Installs the wheels carried in .whl/ (DeepSpeed, DuckDB, ...) into /tmp/site, records the machine
 # (nvidia-smi, topo -m, NCCL and driver versions), then runs each item. The database lives in /tmp/DBNAME on
@@ -21,7 +24,8 @@
 # The wheels to carry (the device image has torch, transformers, accelerate): deepspeed (built with
 # DS_BUILD_OPS=0, pure Python) and its hjson, pydantic, pydantic_core, annotated_types, typing_inspection,
 # typing_extensions; duckdb; for the app, textual, rich, platformdirs, mdit_py_plugins, linkify_it_py,
-# uc_micro_py. Without pydantic DeepSpeed does not import: the sweep then skips its ZeRO combinations and
+# uc_micro_py; for issue 42's methods, liger_kernel and torchao (0.18.0: built for torch 2.11, the image's).
+# Without pydantic DeepSpeed does not import: the sweep then skips its ZeRO combinations and
 # says why.
 set -u
 start=$SECONDS
@@ -82,6 +86,13 @@ EOF2
     env "${vars[@]}" timeout -s TERM -k 15 "$left" torchrun --standalone --nproc-per-node "$n" scripts/plain_ddp.py \
       --config "$cfg" --seq-len "$seq" --micro-batch "$mb" --accum "$accum" --steps "$steps" --warmup 1 --out "$OUT/plain_ddp.jsonl" 2>&1 \
       | grep -v "^\[rank\|UserWarning\|warnings.warn" | tail -5 | tee -a "$OUT/bench.log"
+    continue
+  fi
+  if [ "${args[0]}" = numerics ]; then
+    echo "=== numerics ${args[*]:1} $(date -u +%FT%TZ), ${left} s left"
+    timeout -s TERM -k 15 "$left" python3 -m tui_planner numerics --model "${args[1]}" --db "/tmp/$db" "${args[@]:2}" \
+      2>&1 | grep -v "UserWarning\|warnings.warn" | tail -5 | tee -a "$OUT/bench.log"
+    python3 -c "import duckdb,sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')" "/tmp/$db" && cp "/tmp/$db" "$OUT/$db"
     continue
   fi
   model=${args[0]%%:*}; methods=all; [ "${args[0]}" != "$model" ] && methods=${args[0]#*:}

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from engine.bench.events import BatchTried, Log, Measuring, SearchGuided, SweepFinished, SweepStarted, TrialFinished, TrialSkipped, TrialStarted
 from engine.bench.sweep import COMPILE_MODES, SweepRequest, run_sweep
+from engine.data.space import EXTRAS
 from tui_planner import args as arg
 from tui_planner import format as fmt
 
@@ -76,8 +77,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-after", type=arg.positive(arg.MAX_SECONDS, "seconds"), default=None, metavar="SECONDS",
                    help="start no trial after this many seconds (a job's time limit); the same command "
                         "resumes")
+    p.add_argument("--extras", nargs="+", default=[], choices=EXTRAS, metavar="METHOD",
+                   help="also search each combination with the methods beyond the paper's: fused (liger-kernel's "
+                        "Triton kernels: fused linear + cross-entropy, norms, SwiGLU, RoPE; same maths) and/or fp8 "
+                        "(torchao float8 matrix products on Ada/Hopper/Blackwell; changes numerics). CUDA only; "
+                        "e.g. --extras fused fp8 --only free-lunch fused fp8 fused+fp8")
     p.add_argument("--only", nargs="+", default=[], metavar="LABEL",
-                   help="run only these combinations, e.g. free-lunch ckpt zero3+offload")
+                   help="run only these combinations, e.g. free-lunch ckpt zero3+offload (a label with fused or "
+                        "fp8 in it adds that method, as --extras does)")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out of free-lunch")
     p.add_argument("--compile-mode", choices=COMPILE_MODES,
                    help="torch.compile's mode for the compiled combinations (default: torch's default); "
@@ -110,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
         repetitions=args.repetitions, verify_steps=args.verify_steps, verify_accum=args.verify_accum,
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
-        device_kind=args.device_kind, note=args.note, only=tuple(args.only),
+        device_kind=args.device_kind, note=args.note, only=tuple(args.only), extras=tuple(args.extras),
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed, no_p2p=args.no_p2p,
         network=args.network,
         run={k: v for k, v in vars(arg.run_flags(args)).items() if v is not None},

@@ -167,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     _predict.add_arguments(pr)
     arg.add_run_flags(pr)
 
+    from tui_planner import numerics_cli as _numerics
+
+    nm = sub.add_parser("numerics", parents=[common], help=_numerics.HELP, description=_numerics.DESCRIPTION,
+                        epilog=_numerics.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _numerics.add_arguments(nm)
+
     db = sub.add_parser("db", parents=[common], help="inspect or migrate a results database")
     dbs = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     info = dbs.add_parser("info", help="schema version, runs and trial counts")
@@ -205,6 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tui_planner import bench
 
             return bench.run(args)
+        if args.command == "numerics":
+            from tui_planner import numerics_cli
+
+            return numerics_cli.run(args)
         if args.command == "predict":
             from tui_planner import predict_cli
 

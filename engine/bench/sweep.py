@@ -63,6 +63,9 @@ class SweepRequest:
     compile: bool = True
     compile_mode: str | None = None  # torch.compile mode for free-lunch (None: default); see COMPILE_MODES
     only: tuple[str, ...] = ()  # combination labels to run (e.g. "ckpt", "zero3+offload"); empty: all
+    # Methods beyond the paper's (engine/data/space.py EXTRAS: fused, fp8): each point's variants with them are
+    # searched too. A label in `only` that names one adds it.
+    extras: tuple[str, ...] = ()
     faults: dict[str, str] = field(default_factory=dict)  # test hook: combination label -> crash | hang
     device_kind: str | None = None  # provenance: the lent machine kind, if any
     note: str | None = None
@@ -223,7 +226,8 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     if model.training.batch_size % total:
         raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
     specs = []
-    chosen = space.search_space(req.methods, req.num_gpus * req.num_nodes)
+    named = {e for label in req.only for e in space.EXTRAS if e in label.split("+")}
+    chosen = space.search_space(req.methods, req.num_gpus * req.num_nodes, tuple(set(req.extras) | named))
     if req.only:
         unknown = set(req.only) - {m.label for m in chosen}
         if unknown:
@@ -326,6 +330,9 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         "pass_times_s": r.get("pass_times_s"), "update_times_s": r.get("update_times_s"),
         "max_micro_batch_searched": r.get("max_micro_batch"), "checkpointing": r.get("checkpointing"),
     }
+    for extra in m.extras:  # what the method did to the model: liger's parts covered, torchao's recipe
+        if r.get(extra) is not None:
+            provenance[extra] = r[extra]
     provenance.update(link_provenance(req, spec, machine))
     t.interconnect = provenance.get("interconnect")
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
@@ -338,8 +345,12 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
         t.feasible = True
         if peak:
             t.mfu = formulas.mfu(model.flops_per_step, t.step_s, spec.num_gpus * spec.num_nodes, peak)
-            t.plausibility = formulas.plausibility(t.mfu, mfu_line(presets.gpu(spec.gpu)) if spec.gpu in presets.gpus else formulas.IMPLAUSIBLE_MFU)
-            if t.mfu > formulas.IMPOSSIBLE_MFU:
+            # MFU is against the 16-bit peak for every row (as torchtitan reports FP8 runs); an fp8 row's matrix
+            # products may run up to the FP8 peak, which is then its physical limit and scales its line.
+            fp8_x = _fp8_ratio(presets.gpu(spec.gpu)) if m.fp8 and spec.gpu in presets.gpus else 1.0
+            line = mfu_line(presets.gpu(spec.gpu)) if spec.gpu in presets.gpus else formulas.IMPLAUSIBLE_MFU
+            t.plausibility = formulas.plausibility(t.mfu / fp8_x, line)
+            if t.mfu / fp8_x > formulas.IMPOSSIBLE_MFU:
                 # Faster than the hardware can compute: a measurement bug, never shown as fact.
                 t.feasible, t.failure_kind = False, "refused"
                 t.failure_message = (f"refused: {t.mfu:.0%} of dense peak is physically impossible "
@@ -354,6 +365,19 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
             provenance["log_tail"] = out.log_tail[-20:]
     t.provenance = json.dumps(provenance, default=str)
     return t
+
+
+def _extras_unavailable(req: SweepRequest, spec: TrialSpec, presets: Presets) -> str | None:
+    from engine.bench import fast
+
+    g = presets.gpus.get(spec.gpu) if spec.device == "cuda" else None
+    return fast.unavailable(spec.methods, spec.device, g.name if g else None, g.compute_capability if g else None)
+
+
+def _fp8_ratio(gpu) -> float:
+    """How much faster than 16-bit this GPU's FP8 tensor cores are at peak (1 where its preset says none)."""
+    fp8 = getattr(gpu, "peak_fp8_tflops", None)
+    return fp8 / gpu.peak_16bit_tflops if fp8 else 1.0
 
 
 def link_provenance(req: SweepRequest, spec: TrialSpec, machine: Machine | None) -> dict:
@@ -441,6 +465,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     + (f" --nodes {req.num_nodes} --launcher {req.launcher}" if req.num_nodes > 1 else "")
                     + (" --exhaustive" if req.exhaustive else "")
                     + (" --no-p2p" if host_staged(req) else "")
+                    + (" --extras " + " ".join(e for e in space.EXTRAS if e in req.extras) if req.extras else "")
                     + (" --only " + " ".join(shlex.quote(label) for label in req.only) if req.only else ""),
             started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), status="running", note=req.note,
             search="exhaustive" if req.exhaustive else ("guided" if guide is not None else "pruned"),
@@ -509,6 +534,12 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     out = TrialOutcome("dominated", {"max_micro_batch": None}, (
                         f"dominated: {by} already runs the largest micro-batch ({floor}); "
                         "more memory-saving methods only add overhead"), 0.0, [])
+                elif spec.methods.extras and (why_not_here := _extras_unavailable(req, spec, presets)):
+                    # No FP8 tensor cores, no GPU for liger's Triton kernels, a package missing: said, no row
+                    # (a row would read as this cell's result; the predictor says what the method would do).
+                    counts["unavailable"] = counts.get("unavailable", 0) + 1; unrun += 1
+                    on_event(TrialFinished(spec.key, label, "unavailable", message=f"not run, no row: {why_not_here}"))
+                    continue
                 elif no_deepspeed and spec.methods.deepspeed:  # what needs no launch was recorded above
                     counts["unavailable"] = counts.get("unavailable", 0) + 1; unrun += 1
                     on_event(TrialFinished(spec.key, label, "unavailable", message=(

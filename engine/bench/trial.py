@@ -206,6 +206,13 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     def fresh(micro_batch: int, compile_now: bool):
         net = modeling.build_model(model, attn, device)
+        if m.extras:  # beyond the paper (issue 42): before checkpointing wraps blocks and a stepper shards
+            from engine.bench import fast
+
+            if m.fused:
+                result["fused"] = fast.apply_fused(net, model.objective)
+            if m.fp8:
+                result["fp8"] = fast.apply_fp8(net, emulate=device != "cuda")
         if m.activation_checkpointing:
             result["checkpointing"] = modeling.enable_checkpointing(net, model)
         return make_stepper(net, model, m, device, compile_now, micro_batch, spec.compile_mode)
@@ -289,7 +296,7 @@ def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None 
     """End this trial's process group and have the sweep launch it again, measuring at `measure_at`
     (EXIT_RELAUNCH). Any rank may call it; the others are ended with it by torchrun. `about`: what the
     trial knows of itself (settings, versions), for the row if no launch measures it."""
-    keep = ("attention", "compile", "tf32", "compile_mode", "kernels_off", "versions", "checkpointing")
+    keep = ("attention", "compile", "tf32", "compile_mode", "kernels_off", "versions", "checkpointing", "fused", "fp8")
     fields = dict(measure_at=measure_at, max_fit=max_fit, oom_at=oom_at, why=why, rank=RANK,
                   about={k: v for k, v in (about or {}).items() if k in keep})
     emit("relaunch", any_rank=True, **fields)
@@ -490,7 +497,8 @@ def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": sys.version.split()[0]}
-    for pkg in ("torch", "transformers", "accelerate", "deepspeed", "flash-attn", "mamba-ssm", "causal-conv1d"):
+    for pkg in ("torch", "transformers", "accelerate", "deepspeed", "flash-attn", "mamba-ssm", "causal-conv1d",
+                "liger-kernel", "torchao", "triton"):
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:

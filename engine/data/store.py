@@ -431,6 +431,19 @@ class Store:
         _LIVE_RUNS.add(run.run_id)
         return run.run_id
 
+    def set_numerics(self, model: str, fused: bool, fp8: bool, numerics_json: str) -> int:
+        """Store what a method does to the loss (engine/bench/numerics.py) on this model's measured rows that
+        used exactly these methods beyond the paper's; returns how many rows took it."""
+        self._writable()
+        where = ("source = 'measured' AND model = ? AND coalesce(fused, false) = ? AND coalesce(fp8, false) = ?")
+        try:
+            n = self.con.execute(f"SELECT count(*) FROM trials WHERE {where}", [model, fused, fp8]).fetchone()[0]
+            self.con.execute(f"UPDATE trials SET numerics = ? WHERE {where}", [numerics_json, model, fused, fp8])
+        except duckdb.Error as e:
+            raise self._write_error(e) from e
+        self._checkpoint()
+        return int(n)
+
     def add_trial(self, trial: Trial) -> str:
         """Write one trial in its own transaction: a killed sweep loses at most the trial in flight."""
         self._writable()

@@ -30,6 +30,7 @@ RAW_FIELDS = (
     ("peak_memory_gb", "peak memory (GB)"), ("memory_need_gb", "memory needed (GB, predicted)"),
     ("attention", "attention"), ("kernel", "kernel that ran"), ("compile", "torch.compile"), ("tf32", "TF32"),
     ("activation_checkpointing", "checkpointing"), ("sharding", "sharding"), ("offloading", "offloading"),
+    ("fused", "fused kernels (liger)"), ("fp8", "FP8 (torchao; numerics)"), ("numerics", "loss vs bf16 (JSON)"),
     ("warmup_s", "warm-up (s, excluded)"), ("compile_s", "compile (s, excluded)"),
     ("repetitions", "timed repetitions"), ("duration_s", "trial wall (s)"), ("failure_kind", "outcome"),
     ("failure_message", "why"), ("config_source", "settings from"), ("basis", "basis"),
@@ -274,6 +275,19 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
               ("checkpointing", row.get("activation_checkpointing")), ("sharding", row.get("sharding")),
               ("offloading", row.get("offloading")), ("peak memory (GB)", row.get("peak_memory_gb")),
               ("memory needed (GB)", row.get("memory_need_gb")), ("settings from", row.get("config_source"))]
+    prov = _prov(row) or {}
+    if row.get("fused"):
+        done = prov.get("fused") if isinstance(prov.get("fused"), dict) else {}
+        fields.append(("fused kernels", "liger-kernel" + (f": {', '.join(map(str, done.get('covers', [])))}"
+                                                          if done.get("covers") else "")
+                       + (f"; not {', '.join(map(str, done['not_covered']))}" if done.get("not_covered") else "")))
+    if row.get("fp8"):
+        done = prov.get("fp8") if isinstance(prov.get("fp8"), dict) else {}
+        fields.append(("FP8", f"torchao float8, {done.get('recipe', 'tensorwise')} scaling"
+                              + (f", {done['linears']} of {done['of']} linear layers" if done.get("linears") else "")
+                              + " (changes numerics)"))
+    if row.get("fused") or row.get("fp8"):
+        fields.append(("loss vs bf16", numerics_words(row.get("numerics"))))
     for name, value in fields:
         if value is None:
             continue
@@ -285,6 +299,19 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
             value = f"{value}: {glossary.SHARDING_WORDS[value]}"
         out.append(f"  {name:<{NAME_W}} {E(value, newlines=True)}")
     return out
+
+
+def numerics_words(text: Any) -> str:
+    """A row's measured numerics (engine/bench/numerics.py's JSON) in one line, or how to measure them."""
+    try:
+        n = json.loads(text) if text else None
+        if not isinstance(n, dict):
+            raise ValueError
+        return (f"{n['loss_method']:.3f} vs {float(n['loss_baseline']):.3f} after {int(n['steps'])} steps "
+                f"({float(n['gap']):+.1%}; largest gap {float(n['largest_gap']):+.1%})"
+                + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))
+    except (ValueError, KeyError, TypeError):
+        return "not measured (tui-planner numerics --model ... --extras ... --db ...)"
 
 
 def next_lines(row: dict[str, Any], export_error: str | None) -> list[str]:

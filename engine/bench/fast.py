@@ -1,0 +1,185 @@
+"""The methods beyond the paper's search space (issue 42), applied to a built model inside a trial:
+
+- fused: liger-kernel's Triton kernels. For a model type liger-kernel knows (Llama, Mistral, Qwen, Gemma,
+  OLMo-2, Mixtral, ...) its own `apply_liger_kernel_to_<type>` does it (RMSNorm, SwiGLU/GeGLU, RoPE, and the
+  fused linear + cross-entropy that never materialises the logits). For any other causal LM (GPT-NeoX/Pythia,
+  GPT-2, OPT, ...) the parts that hold for every such model are applied here: LayerNorm -> LigerLayerNorm
+  (weights kept), and the loss computed by liger's fused linear cross-entropy from the backbone's hidden
+  states and the output embedding's weight (the same mean over the same shifted labels as transformers').
+  What a model keeps unfused is said (GPT-NeoX's partial rotary and GELU MLP have no liger kernel).
+- fp8: torchao's float8 training: every nn.Linear whose sides divide by 16 becomes a Float8Linear (dynamic
+  tensorwise scaling, torchao's fastest recipe and its default), except the output head, kept in 16-bit as
+  torchtitan does. Changes numerics; engine/bench/numerics.py measures by how much.
+
+`unavailable(...)` says, without importing torch, why a method cannot run here (no GPU, no FP8 tensor cores,
+package missing); the sweep records it rather than launching a trial that would fail. Imports torch (apply_*).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from types import MethodType
+from typing import Any
+
+from engine.data.space import Methods
+
+# torchao's float8 recipe the trials use (torchao.float8.Float8LinearRecipeName): dynamic per-tensor scales.
+FP8_RECIPE = "tensorwise"
+# FP8 tensor cores: Ada (8.9), Hopper (9.0), Blackwell (10.x, 12.x).
+FP8_MIN_CAPABILITY = (8, 9)
+PACKAGES = {"fused": "liger_kernel", "fp8": "torchao"}
+PIP_NAMES = {"fused": "liger-kernel", "fp8": "torchao"}
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return int(major), int(minor or 0)
+
+
+def unavailable(methods: Methods, device: str, gpu_name: str | None = None,
+                compute_capability: str | None = None) -> str | None:
+    """Why this point cannot run on this machine, in words; None if it can."""
+    reasons = []
+    for extra in methods.extras:
+        if importlib.util.find_spec(PACKAGES[extra]) is None:
+            reasons.append(f"{extra}: {PIP_NAMES[extra]} is not installed (pip install 'tui-planner[bench]')")
+        elif device != "cuda":
+            reasons.append(f"{extra}: " + ("liger-kernel's Triton kernels need a CUDA GPU" if extra == "fused" else
+                                           "torchao's float8 training needs FP8 tensor cores (an Ada, Hopper or "
+                                           "Blackwell GPU)") + "; this run is on the CPU")
+        elif extra == "fp8" and compute_capability and _capability(compute_capability) < FP8_MIN_CAPABILITY:
+            reasons.append(f"infeasible: no FP8 tensor cores ({gpu_name or 'this GPU'}: compute capability "
+                           f"{compute_capability}; FP8 needs {'.'.join(map(str, FP8_MIN_CAPABILITY))} or later)")
+    return "; ".join(reasons) or None
+
+
+# --- fused -------------------------------------------------------------------------------------------
+
+
+def apply_fused(net: Any, objective: str) -> dict[str, Any]:
+    """Put liger-kernel's kernels into `net` (a transformers model, built, not yet wrapped or compiled).
+    Returns what was done: {'via': ..., 'covers': [...], 'not_covered': [...]}; raises RuntimeError if nothing
+    of the model could be covered."""
+    from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+    model_type = getattr(net.config, "model_type", None)
+    fn = MODEL_TYPE_TO_APPLY_LIGER_FN.get(model_type)
+    if fn is not None:
+        sig = inspect.signature(fn)
+        on = [name for name, p in sig.parameters.items() if p.default is True]
+        fn(model=net)
+        return {"via": f"liger_kernel {fn.__name__}", "covers": on, "not_covered": []}
+    covers, not_covered = [], []
+    n = _swap_layer_norms(net)
+    if n:
+        covers.append(f"layer_norm x{n}")
+    if objective == "causal-lm" and net.get_output_embeddings() is not None:
+        net.forward = MethodType(_fused_causal_lm_forward, net)
+        covers.append("fused_linear_cross_entropy")
+    else:
+        not_covered.append(f"loss ({objective}: no fused linear cross-entropy here)")
+    not_covered += _unfused_parts(net)
+    if not covers:
+        raise RuntimeError(f"liger-kernel covers nothing of {type(net).__name__} (model type {model_type!r}): "
+                           f"not {', '.join(not_covered)}")
+    return {"via": "tui-planner's generic liger patch (model type not in liger-kernel's list)", "covers": covers,
+            "not_covered": not_covered}
+
+
+def _swap_layer_norms(net: Any) -> int:
+    """Every torch.nn.LayerNorm over the last dimension (with its weight and bias) -> LigerLayerNorm."""
+    import torch
+    from liger_kernel.transformers import LigerLayerNorm
+
+    swapped = 0
+    for parent in list(net.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is not torch.nn.LayerNorm or len(child.normalized_shape) != 1 \
+                    or not child.elementwise_affine:
+                continue
+            new = LigerLayerNorm(child.normalized_shape[0], eps=child.eps, bias=child.bias is not None)
+            new.to(device=child.weight.device, dtype=child.weight.dtype)
+            with torch.no_grad():
+                new.weight.copy_(child.weight)
+                if child.bias is not None:
+                    new.bias.copy_(child.bias)
+            setattr(parent, name, new)
+            swapped += 1
+    return swapped
+
+
+def _unfused_parts(net: Any) -> list[str]:
+    """What a model keeps in plain PyTorch under the generic patch, read off its config."""
+    out = []
+    cfg = net.config
+    act = getattr(cfg, "hidden_act", None) or getattr(cfg, "activation_function", None)
+    if act:
+        out.append(f"MLP ({act}: no liger kernel for it)")
+    if any("Rotary" in type(m).__name__ for m in net.modules()):
+        out.append("rotary embedding (this model type's own, e.g. GPT-NeoX's partial rotary)")
+    return out
+
+
+def _fused_causal_lm_forward(self: Any, input_ids: Any = None, labels: Any = None, attention_mask: Any = None,
+                             **kwargs: Any) -> Any:
+    """A causal LM's forward whose loss never materialises the logits: the backbone's last hidden states and
+    the output embedding go to liger's fused linear cross-entropy, over labels shifted as transformers shifts
+    them (padded with -100 at the end; mean over the tokens not ignored). Returns an output with `.loss`."""
+    import torch.nn.functional as F
+    from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    backbone = getattr(self, self.base_model_prefix)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, **kwargs)[0]
+    loss = None
+    if labels is not None:
+        head = self.get_output_embeddings()
+        shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].reshape(-1)
+        h = hidden.reshape(-1, hidden.size(-1))
+        if not hasattr(self, "_liger_flce"):
+            self._liger_flce = LigerFusedLinearCrossEntropyLoss(ignore_index=-100)
+        # The head's weight in the hidden states' dtype, as autocast would run the head's matrix product.
+        weight = head.weight if head.weight.dtype == h.dtype else head.weight.to(h.dtype)
+        bias = head.bias if head.bias is None or head.bias.dtype == h.dtype else head.bias.to(h.dtype)
+        loss = self._liger_flce(weight, h, shifted, bias)
+    return CausalLMOutputWithPast(loss=loss)
+
+
+# --- fp8 ---------------------------------------------------------------------------------------------
+
+
+def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
+    """Swap `net`'s linear layers for torchao's Float8Linear (before sharding and compiling). emulate: torchao's
+    emulation (CPU tests; as slow as it is exact about what the recipe does). Returns the recipe and counts."""
+    import torch
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") else None
+    kept: list[str] = []
+
+    def take(mod: torch.nn.Module, fqn: str) -> bool:
+        if not isinstance(mod, torch.nn.Linear):
+            return True  # a container: look inside
+        if mod is head:
+            kept.append(f"{fqn} (output head)")
+            return False
+        if mod.in_features % 16 or mod.out_features % 16:
+            kept.append(f"{fqn} ({mod.in_features}x{mod.out_features}: not a multiple of 16)")
+            return False
+        return True
+
+    if emulate:
+        config = Float8LinearConfig(emulate=True)
+    else:
+        config = Float8LinearConfig.from_recipe_name(FP8_RECIPE)
+    before = sum(isinstance(m, torch.nn.Linear) for m in net.modules())
+    convert_to_float8_training(net, module_filter_fn=take, config=config)
+    from torchao.float8.float8_linear import Float8Linear
+
+    converted = sum(isinstance(m, Float8Linear) for m in net.modules())
+    if converted == 0:
+        raise RuntimeError(f"fp8: none of {type(net).__name__}'s {before} linear layers could take float8 "
+                           f"({'; '.join(kept[:3])})")
+    return {"recipe": FP8_RECIPE + (" (emulated)" if emulate else ""), "linears": converted, "of": before,
+            "kept_16bit": kept[:8] + ([f"... {len(kept) - 8} more"] if len(kept) > 8 else [])}

@@ -1,0 +1,181 @@
+"""Issue 42's methods beyond the paper (fused: liger-kernel; fp8: torchao float8), on the CPU: the search
+space, why they cannot run here (said, no row), the float8 swap run for real in torchao's emulation, the
+generic fused loss against transformers' own, and the numerics run end to end into a row's details."""
+
+import json
+import subprocess
+import sys
+import types
+
+import pytest
+
+from conftest import ROOT, TINY
+from engine.bench import events as ev
+from engine.data import space
+from engine.data.presets import load_presets
+from engine.data.space import Methods
+
+
+def test_the_extras_are_opt_in_and_combine_with_every_free_lunch_point():
+    assert [len(space.search_space("all", n)) for n in (1, 2)] == [13, 23]  # the paper's space is unchanged
+    one = space.search_space("all", 1, ("fused", "fp8"))
+    labels = [m.label for m in one]
+    assert labels[:5] == ["naive", "free-lunch", "fused", "fp8", "fused+fp8"]
+    assert "fused+ckpt+zero3+offload" in labels and not any("fp8" in lbl and "zero" in lbl for lbl in labels)
+    assert not any(m.extras and not m.free_lunch for m in one)
+    assert len(set(labels)) == len(labels)
+    for m in space.search_space("all", 4, ("fused", "fp8")):  # every label names its point, and back
+        assert space.by_label(m.label) == m
+    assert [m.label for m in space.search_space("free-lunch", 1, ("fp8",))] == ["naive", "free-lunch", "fp8"]
+    assert Methods(fp8=True).changes_numerics and not Methods(fused=True).changes_numerics
+    assert not space.is_valid(Methods(free_lunch=False, fused=True), 1)
+    with pytest.raises(ValueError, match="'int8' is not one of the extra methods"):
+        space.search_space("all", 1, ("int8",))
+
+
+def test_why_an_extra_cannot_run_is_said_per_method(monkeypatch):
+    from engine.bench import fast
+
+    both = Methods(fused=True, fp8=True)
+    cpu = fast.unavailable(both, "cpu")
+    assert "fused: liger-kernel's Triton kernels need a CUDA GPU" in cpu and "fp8: " in cpu and "on the CPU" in cpu
+    assert fast.unavailable(Methods(fp8=True), "cuda", "NVIDIA A100-SXM4-80GB", "8.0") == (
+        "infeasible: no FP8 tensor cores (NVIDIA A100-SXM4-80GB: compute capability 8.0; FP8 needs 8.9 or later)")
+    assert fast.unavailable(Methods(fp8=True), "cuda", "L40S", "8.9") is None
+    assert fast.unavailable(both, "cuda", "H100", "9.0") is None
+    assert fast.unavailable(Methods(fused=True), "cuda", "A100", "8.0") is None  # liger needs no FP8
+    real = fast.importlib.util.find_spec
+    monkeypatch.setattr(fast.importlib.util, "find_spec", lambda name: None if name == "torchao" else real(name))
+    assert fast.unavailable(both, "cuda", "H100", "9.0") == (
+        "fp8: torchao is not installed (pip install 'tui-planner[bench]')")
+
+
+def test_a_cpu_sweep_says_why_it_skips_the_extras_and_writes_no_row_for_them(tmp_path):
+    from engine.bench.sweep import SweepRequest, run_sweep
+    from engine.data.store import Store
+
+    seen = []
+    req = SweepRequest(model="tiny-neox", device="cpu", presets=(TINY,), methods="free-lunch",
+                       only=("fused", "fp8", "fused+fp8"), db=tmp_path / "x.duckdb")
+    run_sweep(req, on_event=seen.append)
+    done = {e.label: e for e in seen if isinstance(e, ev.TrialFinished)}
+    assert set(done) == {"fused", "fp8", "fused+fp8"} and {e.status for e in done.values()} == {"unavailable"}
+    assert "need a CUDA GPU" in done["fused"].message and "FP8 tensor cores" in done["fp8"].message
+    assert not any(isinstance(e, (ev.BatchTried, ev.Measuring)) for e in seen)  # nothing launched
+    with Store.open(req.db) as s:
+        assert s.trials() == []
+        assert s.runs()[0]["command"].endswith("--only fused fp8 fused+fp8")  # which implies the extras
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_presets((TINY,)).model("tiny-neox")
+
+
+def _net(model, seed=0):
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = getattr(transformers, model.config_class)(**dict(model.config))
+    return getattr(transformers, model.hf_class)(config)
+
+
+def test_fp8_swaps_the_linear_layers_but_the_head_and_trains_in_torchaos_emulation(tiny):
+    import torch
+
+    from engine.bench import fast
+
+    pytest.importorskip("torchao")
+    ids = torch.randint(0, tiny.vocab_size, (2, tiny.seq_len), generator=torch.Generator().manual_seed(1))
+    ref = _net(tiny)(input_ids=ids, labels=ids).loss
+    net = _net(tiny)
+    done = fast.apply_fp8(net, emulate=True)
+    assert done["linears"] == 8 and done["of"] == 9 and len(done["kept_16bit"]) == 1 and done["kept_16bit"][0].endswith(" (output head)")
+    loss = net(input_ids=ids, labels=ids).loss
+    loss.backward()
+    assert torch.isfinite(loss) and loss.item() != ref.item()  # float8 rounding: close, not the same
+    assert loss.item() == pytest.approx(ref.item(), rel=0.01)
+    assert all(p.grad is not None for p in net.parameters() if p.requires_grad)
+
+
+def test_the_generic_fused_loss_is_transformers_own_loss_without_the_logits(tiny):
+    """GPT-NeoX is not in liger-kernel's list: the planner's own patch computes the loss from the hidden
+    states and the head's weight. With a plain matrix product in place of liger's Triton kernel (no GPU
+    here), the shifted labels and the mean come out as transformers' own loss."""
+    import torch
+    from types import MethodType
+
+    from engine.bench import fast
+
+    ids = torch.randint(0, tiny.vocab_size, (3, tiny.seq_len), generator=torch.Generator().manual_seed(2))
+    ids[0, -5:] = 7
+    labels = ids.clone()
+    labels[1, :10] = -100  # ignored positions count in neither
+    net = _net(tiny)
+    ref = net(input_ids=ids, labels=labels).loss
+
+    class Plain(torch.nn.Module):
+        def forward(self, w, h, y, b=None):
+            return torch.nn.functional.cross_entropy(h @ w.t() + (0 if b is None else b), y, ignore_index=-100)
+
+    net.forward = MethodType(fast._fused_causal_lm_forward, net)
+    net._liger_flce = Plain()
+    assert net(input_ids=ids, labels=labels).loss.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_fused_says_what_it_covers_and_what_it_leaves(tiny):
+    from engine.bench import fast
+
+    pytest.importorskip("liger_kernel")
+    net = _net(tiny)
+    done = fast.apply_fused(net, "causal-lm")
+    assert done["covers"] == ["layer_norm x5", "fused_linear_cross_entropy"]  # 2 blocks x 2 + the final norm
+    assert any("gelu" in part for part in done["not_covered"]) and any("rotary" in p for p in done["not_covered"])
+    assert type(net.gpt_neox.final_layer_norm).__name__ == "LigerLayerNorm"
+    # A model type liger-kernel knows goes through its own function, which patches module classes for the
+    # whole process: in a process of its own.
+    code = ("import transformers\nfrom engine.bench import fast\n"
+            "c = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, "
+            "num_attention_heads=4, vocab_size=128)\n"
+            "print(fast.apply_fused(transformers.LlamaForCausalLM(c), 'causal-lm'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    shown = out.stdout.strip().splitlines()[-1]
+    assert "apply_liger_kernel_to_llama" in shown and "'rms_norm'" in shown and "'swiglu'" in shown \
+        and "'fused_linear_cross_entropy'" in shown
+
+
+def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_details(tmp_path, tiny):
+    pytest.importorskip("torchao")
+    from engine.bench import numerics
+    from engine.data.store import Store, Trial
+    from tui_planner.app import details
+
+    result = numerics.compare(tiny, Methods(fp8=True), steps=12, micro_batch=2, seq_len=32, device="cpu")
+    assert result["method"] == "fp8" and result["fp8_emulated"] and result["steps"] == 12
+    assert result["loss_method"] < result["start_loss"] and result["loss_baseline"] < result["start_loss"]  # it learns
+    assert abs(result["gap"]) < 0.05 and abs(result["largest_gap"]) >= abs(result["gap"]) * 0  # measured, small
+    assert result["fp8"]["linears"] == 8 and len(result["curve_method"]) == len(result["curve_baseline"])
+    db = tmp_path / "n.duckdb"
+    with Store.open(db) as s:
+        s.add_trial(Trial(model="tiny-neox", gpu="h100", num_gpus=1, feasible=True, source="measured", fp8=True,
+                          free_lunch=True, sharding="none"))
+        s.add_trial(Trial(model="tiny-neox", gpu="h100", num_gpus=1, feasible=True, source="measured",
+                          free_lunch=True, sharding="none"))
+        assert s.set_numerics("tiny-neox", False, True, json.dumps(result)) == 1
+        rows = s.trials()
+    fp8_row = next(r for r in rows if r["fp8"])
+    assert next(r for r in rows if not r["fp8"])["numerics"] is None
+    words = "\n".join(details.settings_lines(fp8_row))
+    assert "changes numerics" in words and "loss vs bf16" in words and "after 12 steps" in words
+    assert "[fp8 emulated on the CPU]" in words
+    assert "not measured (tui-planner numerics" in details.numerics_words("{\"loss_method\": \"[b]x\"}")
+
+
+def test_the_numerics_command_refuses_what_cannot_run_here():
+    out = subprocess.run([sys.executable, "-m", "tui_planner", "numerics", "--model", "tiny-neox", "--presets", TINY,
+                          "--extras", "fused", "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode != 0 and "liger-kernel's Triton kernels need a CUDA GPU" in out.stderr
+    assert "Traceback" not in out.stderr

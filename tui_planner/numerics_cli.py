@@ -1,0 +1,64 @@
+"""`tui-planner numerics`: what fused kernels or FP8 do to the loss, measured (engine/bench/numerics.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tui_planner import args as arg
+from tui_planner import format as fmt
+
+HELP = "measure what fused kernels or FP8 do to the loss: a short training run against bf16"
+DESCRIPTION = (
+    "Train a model twice from one initialisation on real text (CPython's reference documentation, as bytes: "
+    "nothing to download): bf16 free-lunch, and with the method (fused: liger-kernel's kernels; fp8: torchao's "
+    "float8 matrix products). Prints each run's loss at the end and the largest gap along the way; with "
+    "--db, stores them on the model's measured rows that used the same method, where the results table and "
+    "the details show them. Runs on the first GPU; --device cpu emulates fp8 (slow, for checking the tool).")
+EPILOG = ("examples:\n"
+          "  tui-planner numerics --model pythia-1b --extras fp8 --db mine.duckdb\n"
+          "  tui-planner numerics --model llama-3.2-1b --extras fused fp8 --steps 500 --db mine.duckdb\n"
+          "  tui-planner numerics --model pythia-6.9b --extras fp8 --ckpt --micro-batch 4")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.data.space import EXTRAS
+
+    p.add_argument("--model", required=True, help="a model preset id, or the path of a config.json")
+    p.add_argument("--extras", nargs="+", required=True, choices=EXTRAS, metavar="METHOD",
+                   help="the method to compare with bf16: fused, fp8, or both (one run with both)")
+    p.add_argument("--steps", type=arg.whole(10, 1_000_000), default=300, help="optimizer steps of each run (default 300)")
+    p.add_argument("--micro-batch", type=arg.whole(1, 65_536), default=8, help="sequences a step (default 8)")
+    p.add_argument("--seq-len", type=arg.whole(16, 1 << 20), default=512, dest="numerics_seq_len",
+                   help="tokens a sequence (default 512, at most the model's)")
+    p.add_argument("--ckpt", action="store_true", help="activation checkpointing in both runs (a model too "
+                                                       "large for one GPU without it)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--seed", type=arg.whole(0, 2**31 - 1), default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.bench import fast, numerics
+    from engine.data.errors import PlannerError
+    from engine.data.presets import load_presets
+    from engine.data.space import Methods
+    from engine.data.store import Store
+
+    methods = Methods(activation_checkpointing=args.ckpt, fused="fused" in args.extras, fp8="fp8" in args.extras)
+    why = fast.unavailable(methods, args.device)
+    if why and not (args.device == "cpu" and methods.extras == ("fp8",) and "not installed" not in why):
+        raise PlannerError(f"numerics {methods.label}: {why}")
+    _, model = arg.resolve_model(args, load_presets(args.presets))
+    try:
+        result = numerics.compare(model, methods, steps=args.steps, micro_batch=args.micro_batch,
+                                  seq_len=args.numerics_seq_len, device=args.device, seed=args.seed)
+    except ValueError as e:
+        raise PlannerError(f"numerics: {e}") from None
+    print(fmt.visible(f"{model.id}: {numerics.sentence(result)}"))
+    if args.db:
+        with Store.open(args.db, read_only=False) as store:
+            n = store.set_numerics(model.id, methods.fused, methods.fp8, json.dumps(result))
+        print(fmt.visible(f"stored on {n} measured row(s) of {model.id} with {'+'.join(methods.extras)} in {args.db}"
+                          if n else f"no measured row of {model.id} with {'+'.join(methods.extras)} in {args.db} "
+                                    "yet: nothing stored (bench --extras measures them; run this again after)"))
+    return 0
