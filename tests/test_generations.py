@@ -113,6 +113,50 @@ def test_an_unmeasured_generations_band_is_wider_than_a_measured_ones(presets):
     assert gen.Calibration.from_json(json.loads(json.dumps(cal.to_json()))).fit.kc == fitted.kc
 
 
+def _cards_fixture(presets, truth_card, kc=0.9, km=1.0):
+    """One source, Hopper and two cards of one generation whose compute reaches different shares of their
+    datasheet peak (the card's own factor), made from known factors."""
+    base = Fit("published", "compiled", 1.8, 1.2, ())
+    terms = []
+    for gpu in ("h100", *truth_card):
+        for hidden in (512, 1024, 2048, 4096):
+            for seq in (512, 2048):
+                r = _row("one", gpu, hidden, seq)
+                t = gen.row_terms(r, presets.gpu(gpu), base)
+                c = truth_card.get(gpu, 1.0)
+                k_c, k_m = (1.0, 1.0) if t.generation == "hopper" else (kc * c, km)
+                seconds = k_c * t.a + k_c * t.a_attention + k_m * t.b
+                r = dataclasses.replace(r, tokens_per_s=seq / seconds, model=f"m{hidden}-{seq}")
+                terms.append(gen.row_terms(r, presets.gpu(gpu), base))
+    return terms
+
+
+def test_cards_of_one_generation_keep_their_own_speed_against_the_h100(presets):
+    """The RTX 3090 and the RTX 6000 Ada share a generation but not a share of their peak: without a card's own
+    factor one of them comes out too slow against the H100 and the other too fast (issue 39)."""
+    truth = {"rtx3090": 0.7, "rtx6000ada": 1.4}
+    terms = _cards_fixture(presets, truth)
+    fitted = gen.fit(terms, cycles=30)
+    assert fitted.card["rtx6000ada"] / fitted.card["rtx3090"] == pytest.approx(2.0, rel=0.1)
+    held = gen.leave_group_out(terms, fitted)
+    rel = {r["gpu"]: r for r in gen.relative_speeds(held)}
+    assert set(rel) == set(truth)
+    for card in truth:
+        assert abs(rel[card]["error"]) < 0.05 and rel[card]["met"], card
+    # the same data with the cards' factors taken away misses: the check can fail
+    flat = dataclasses.replace(fitted, card={})
+    checks = [gen.ExternalCheck(t.row, t.generation, flat.predict(t), t.row.seconds_per_sample, "") for t in terms]
+    assert any(not r["met"] for r in gen.relative_speeds(checks))
+    # a card of the generation with no rows of its own is predicted with the generation's factors
+    kc, ka, km, g = fitted.factors("ampere-ada-ws", "rtx4090")
+    assert (kc, km, g) == (fitted.kc["ampere-ada-ws"], fitted.km["ampere-ada-ws"], "ampere-ada-ws")
+    assert fitted.factors("ampere-ada-ws", "rtx3090")[0] == pytest.approx(kc * fitted.card["rtx3090"])
+    # a generation predicted from its fallback does not take a card factor measured elsewhere
+    assert fitted.factors("blackwell-ws", "rtx3090")[0] == fitted.factors("blackwell-ws")[0]
+    cal = gen.Calibration(fitted, {}, "x")
+    assert gen.Calibration.from_json(json.loads(json.dumps(cal.to_json()))).fit.card == fitted.card
+
+
 # --- the predictor on the shipped data ----------------------------------------------------------------------
 
 
@@ -162,3 +206,8 @@ def test_validation_reports_each_source_and_generation(predictor, presets):
     assert sum(x["count"] for x in report["by_source"]) == report["rows"] == len(report["checks"])
     assert all(math.isfinite(c["error"]) for c in report["checks"])
     assert report["ratios"]["count"] > 10
+    # relative speeds against the H100 for the cards a PI compares (issue 39), each run held out
+    rel = {(r["source"], r["gpu"]) for r in report["relative"]}
+    assert {g for _, g in rel} >= {"rtx3090", "rtx4090", "a6000", "rtx6000ada", "a100"}
+    assert all(math.isfinite(r["error"]) and r["runs"] >= 1 for r in report["relative"])
+    assert set(report["cards"]) >= {"rtx3090", "rtx6000ada"}

@@ -304,7 +304,7 @@ class Predictor:
         kc = ka = km = 1.0
         factors_from, gen_band, gen_key = BASE, None, None
         if self.generations is not None and gen is not None and gen.id != BASE:
-            kc, ka, km, factors_from = self.generations.fit.factors(gen.id)
+            kc, ka, km, factors_from = self.generations.fit.factors(gen.id, gpu.id)
             gen_band, gen_key = self.generations.band_for(gen.id)
         phi = attention_share(model)
         compute_part = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
