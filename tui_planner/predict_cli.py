@@ -434,6 +434,10 @@ def _print_published(console, pub: dict) -> None:
     cards = ", ".join(f"{e(c)} x {f['compute']:.2f} ({f['rows']} rows)" for c, f in pub.get("cards", {}).items())
     if cards:
         console.print(f"a card's own factor on its generation's compute: {cards}", highlight=False)
+    borrowed = ", ".join(f"{e(c)} from {e(s)}" for c, s in pub.get("borrowed", {}).items())
+    if borrowed:
+        console.print(f"a card without rows at the factor of the card on its chip (same_chip_as): {borrowed}",
+                      highlight=False)
     console.print(f"attention against the matmuls x {pub['attention']:.2f}; communication exposed on one machine: "
                   f"{pub['exposed']:.0%} of the modelled (our predictions take the overlap from pairs measured over two "
                   "paths instead: engine/predict/comm.py)", highlight=False)

@@ -13,7 +13,9 @@ is predicted with the same roofline as our own rows (engine/predict/terms.py), p
     c[card]      a card's own factor on its compute (k_c and k_a), where published rows measured it: cards of
                  one generation do not reach one share of their datasheet peak (a GeForce card's boost clock
                  over its rating, a 300 W workstation card's clock under it). Pulled toward 1 (CARD_WEIGHT),
-                 so the generation's factors stay what a card with no rows of its own is predicted with
+                 so the generation's factors stay what a card with no rows of its own is predicted with,
+                 unless its preset names a measured card on the same chip (same_chip_as: the L40S, the RTX
+                 6000 Ada's): then that card's factor
     s_source     the source's software against ours (its kernels, its timer, warm-up in its figure): one per
                  source, fitted on all its rows, so a generation's factors come from ratios within sources
     compute_s    FLOPs per sample / dense 16-bit peak: 6 x matmul parameters x tokens, the logits' matmul
@@ -117,10 +119,23 @@ class GenerationFit:
     card: dict[str, float] = field(default_factory=dict)  # a card's own factor on its compute (preset id)
     card_rows: dict[str, int] = field(default_factory=dict)
 
-    def factors(self, generation: str, card: str | None = None) -> tuple[float, float, float, str]:
+    def card_source(self, card: str | None, same_chip_as: str | None = None) -> str | None:
+        """The card whose published rows give `card` its own factor: itself where measured; else the card
+        on its chip (the preset's same_chip_as) where that one is; None: the generation's factors."""
+        if card is not None and card in self.card:
+            return card
+        if same_chip_as is not None and same_chip_as in self.card:
+            return same_chip_as
+        return None
+
+    def factors(self, generation: str, card: str | None = None,
+                same_chip_as: str | None = None) -> tuple[float, float, float, str]:
         """(k_c, k_a, k_m, the generation the factors come from): a generation with no data takes its
         fallback's (engine/data/generations.py), else Hopper's; a card measured in published rows has its
-        own factor on k_c and k_a, where its generation's are its own."""
+        own factor on k_c and k_a, where its generation's are its own, and a card with none takes the factor
+        of the card on its chip (same_chip_as) where that one has rows. The factor is on the share of the
+        card's own datasheet peak (compute_s divides by it), so a sibling's carries over unscaled: the two
+        cards' peaks and bandwidths already enter through compute_s and memory_s."""
         seen = set()
         g = generation
         while g not in self.kc and g != BASE and g not in seen:
@@ -129,7 +144,8 @@ class GenerationFit:
             g = nxt or BASE
         if g == BASE:
             return 1.0, 1.0, 1.0, BASE
-        c = self.card.get(card, 1.0) if card is not None and g == generation else 1.0
+        src = self.card_source(card, same_chip_as) if g == generation else None
+        c = self.card[src] if src is not None else 1.0
         return c * self.kc[g], c * self.ka[g], self.km[g], g
 
     def predict(self, t: RowTerms) -> float:

@@ -387,6 +387,9 @@ def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predic
                     for g in sorted(full.kc)},
         "cards": {c: {"compute": f, "rows": full.card_rows.get(c, 0)} for c, f in sorted(full.card.items())
                   if f != 1.0},
+        # a card without rows that takes the factor of the card on its chip (the preset's same_chip_as)
+        "borrowed": {g.id: g.same_chip_as for g in sorted(presets.gpus.values(), key=lambda g: g.id)
+                     if g.same_chip_as and full.card_source(g.id, g.same_chip_as) == g.same_chip_as},
         "attention": full.attention, "exposed": full.exposed, "source_factors": full.source,
         "base_fit": {"x_c": base.x_c, "x_m": base.x_m},
         "checks": [{"row": c.row.label, "generation": c.generation, "predicted_s": c.predicted_s,
