@@ -113,6 +113,79 @@ def test_an_unmeasured_generations_band_is_wider_than_a_measured_ones(presets):
     assert gen.Calibration.from_json(json.loads(json.dumps(cal.to_json()))).fit.kc == fitted.kc
 
 
+def _cards_fixture(presets, truth_card, kc=0.9, km=1.0):
+    """One source, Hopper and two cards of one generation whose compute reaches different shares of their
+    datasheet peak (the card's own factor), made from known factors."""
+    base = Fit("published", "compiled", 1.8, 1.2, ())
+    terms = []
+    for gpu in ("h100", *truth_card):
+        for hidden in (512, 1024, 2048, 4096):
+            for seq in (512, 2048):
+                r = _row("one", gpu, hidden, seq)
+                t = gen.row_terms(r, presets.gpu(gpu), base)
+                c = truth_card.get(gpu, 1.0)
+                k_c, k_m = (1.0, 1.0) if t.generation == "hopper" else (kc * c, km)
+                seconds = k_c * t.a + k_c * t.a_attention + k_m * t.b
+                r = dataclasses.replace(r, tokens_per_s=seq / seconds, model=f"m{hidden}-{seq}")
+                terms.append(gen.row_terms(r, presets.gpu(gpu), base))
+    return terms
+
+
+def test_cards_of_one_generation_keep_their_own_speed_against_the_h100(presets):
+    """The RTX 3090 and the RTX 6000 Ada share a generation but not a share of their peak: without a card's own
+    factor one of them comes out too slow against the H100 and the other too fast (issue 39)."""
+    truth = {"rtx3090": 0.7, "rtx6000ada": 1.4}
+    terms = _cards_fixture(presets, truth)
+    fitted = gen.fit(terms, cycles=30)
+    assert fitted.card["rtx6000ada"] / fitted.card["rtx3090"] == pytest.approx(2.0, rel=0.1)
+    held = gen.leave_group_out(terms, fitted)
+    rel = {r["gpu"]: r for r in gen.relative_speeds(held)}
+    assert set(rel) == set(truth)
+    for card in truth:
+        assert abs(rel[card]["error"]) < 0.05 and rel[card]["met"], card
+    # the same data with the cards' factors taken away misses: the check can fail
+    flat = dataclasses.replace(fitted, card={})
+    checks = [gen.ExternalCheck(t.row, t.generation, flat.predict(t), t.row.seconds_per_sample, "") for t in terms]
+    assert any(not r["met"] for r in gen.relative_speeds(checks))
+    # a card of the generation with no rows of its own is predicted with the generation's factors
+    kc, ka, km, g = fitted.factors("ampere-ada-ws", "rtx4090")
+    assert (kc, km, g) == (fitted.kc["ampere-ada-ws"], fitted.km["ampere-ada-ws"], "ampere-ada-ws")
+    assert fitted.factors("ampere-ada-ws", "rtx3090")[0] == pytest.approx(kc * fitted.card["rtx3090"])
+    # a generation predicted from its fallback does not take a card factor measured elsewhere
+    assert fitted.factors("blackwell-ws", "rtx3090")[0] == fitted.factors("blackwell-ws")[0]
+    cal = gen.Calibration(fitted, {}, "x")
+    assert gen.Calibration.from_json(json.loads(json.dumps(cal.to_json()))).fit.card == fitted.card
+
+
+def test_a_card_without_rows_borrows_the_factor_of_the_card_on_its_chip(presets):
+    """The L40S has no published rows; the RTX 6000 Ada, the same AD102 chip, has: the L40S takes its factor
+    (same_chip_as), not the generation's, which would make it 1.4x faster than its sibling on no evidence."""
+    fitted = gen.fit(_cards_fixture(presets, {"rtx3090": 0.7, "rtx6000ada": 1.4}), cycles=30)
+    kc, ka, km, g = fitted.factors("ampere-ada-ws")
+    borrowed = fitted.factors("ampere-ada-ws", "l40s", "rtx6000ada")
+    assert borrowed[0] == pytest.approx(kc * fitted.card["rtx6000ada"])
+    assert borrowed[1] == pytest.approx(ka * fitted.card["rtx6000ada"])
+    assert borrowed[2:] == (km, g)  # memory is the generation's: the card's bandwidth enters through memory_s
+    assert borrowed[0] > 1.2 * kc  # the borrow moves it: the check can fail
+    assert fitted.card_source("l40s", "rtx6000ada") == "rtx6000ada"
+    # a card with rows of its own keeps its own factor whatever its preset says
+    assert fitted.factors("ampere-ada-ws", "rtx3090", "rtx6000ada") == fitted.factors("ampere-ada-ws", "rtx3090")
+    assert fitted.card_source("rtx3090", "rtx6000ada") == "rtx3090"
+    # a sibling with no rows either (the RTX 4090 is not in this fixture): the generation's factors
+    assert fitted.factors("ampere-ada-ws", "l40s", "rtx4090") == (kc, ka, km, g)
+    assert fitted.card_source("l40s", "rtx4090") is None
+    # a generation predicted from its fallback takes no card factor, borrowed or not
+    assert fitted.factors("blackwell-ws", "rtxpro6000", "rtx6000ada") == fitted.factors("blackwell-ws")
+
+
+def test_the_shipped_l40s_and_a40_name_a_measured_card_on_their_chip(presets):
+    assert presets.gpu("l40s").same_chip_as == "rtx6000ada"
+    assert presets.gpu("a40").same_chip_as == "a6000"
+    for g in presets.gpus.values():
+        if g.same_chip_as:
+            assert presets.gpu(g.same_chip_as).compute_capability == g.compute_capability, g.id
+
+
 # --- the predictor on the shipped data ----------------------------------------------------------------------
 
 
@@ -144,6 +217,26 @@ def test_other_generations_are_predicted_with_their_factors_band_and_line(predic
         assert five.terms["extrapolated"] and "extrapolated" in five.basis
 
 
+def test_the_l40s_is_predicted_at_its_siblings_speed_and_says_so(predictor):
+    """Same chip, similar clocks and bandwidth: the two cards' days differ by their datasheets, not by which of
+    them has published rows; the borrow is named and its interval is no narrower than a card's with no rows."""
+    cells = {g: predictor.predict_cell("pythia-1b", g, 4)[0] for g in ("l40s", "rtx6000ada")}
+    l40s, ada = cells["l40s"], cells["rtx6000ada"]
+    assert l40s.feasible and ada.feasible
+    assert abs(l40s.days / ada.days - 1) < 0.10, (l40s.days, ada.days)
+    f = predictor.generations.fit
+    assert l40s.terms["generation_factors"]["card_from"] == "rtx6000ada"
+    assert l40s.terms["generation_factors"]["compute"] == pytest.approx(
+        f.factors("ampere-ada-ws", "rtx6000ada")[0])
+    assert "speed from the RTX 6000 Ada Generation's published rows" in l40s.basis
+    assert "same chip" in l40s.basis and "same chip" in l40s.terms["band"]
+    assert "same chip" not in ada.basis  # its own rows
+    # the interval's generation part is its generation's held-out width, as for any card without rows
+    assert l40s.terms["interval_parts"]["generation"] >= ada.terms["interval_parts"]["generation"] > 0
+    assert l40s.days_high / l40s.days_low >= math.exp(2 * math.hypot(
+        l40s.terms["interval_parts"]["model"], l40s.terms["interval_parts"]["generation"])) - 1e-9
+
+
 def predictor_methods():
     from engine.data import space
 
@@ -162,3 +255,9 @@ def test_validation_reports_each_source_and_generation(predictor, presets):
     assert sum(x["count"] for x in report["by_source"]) == report["rows"] == len(report["checks"])
     assert all(math.isfinite(c["error"]) for c in report["checks"])
     assert report["ratios"]["count"] > 10
+    # relative speeds against the H100 for the cards a PI compares (issue 39), each run held out
+    rel = {(r["source"], r["gpu"]) for r in report["relative"]}
+    assert {g for _, g in rel} >= {"rtx3090", "rtx4090", "a6000", "rtx6000ada", "a100"}
+    assert all(math.isfinite(r["error"]) and r["runs"] >= 1 for r in report["relative"])
+    assert set(report["cards"]) >= {"rtx3090", "rtx6000ada"}
+    assert report["borrowed"] == {"a40": "a6000", "l40s": "rtx6000ada"}

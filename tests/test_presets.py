@@ -140,6 +140,8 @@ BAD = {
     "pue_below_one.toml": ("systems.cold.pue", "a number >= 1"),
     "system_counts.toml": ("systems.empty.gpu_counts", "GPU counts from 1 to 64"),
     "electricity_bad_date.toml": ("electricity.date", "a date like"),
+    "same_chip_unknown.toml": ("gpus.l40s.same_chip_as", "no gpus.rtx-6000-ada"),
+    "same_chip_other_chip.toml": ("gpus.l40s.same_chip_as", "a GPU on the same chip"),
 }
 
 

@@ -413,9 +413,31 @@ def _print_published(console, pub: dict) -> None:
     if r["count"]:
         console.print(f"speed ratio of two GPUs on the same published run: {r['within_20']} of {r['count']} within "
                       f"20%, median |error| {r['median_abs']:.1%}, worst {r['worst_abs']:.1%}", highlight=False)
+    rel = pub.get("relative", [])
+    if rel:
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), title_justify="left",
+                  title="Speed against the H100 on the same published run (held out; median over the source's runs)")
+        for col in ("source", "card", "runs", "published", "predicted", "error", "worst"):
+            t.add_column(col, justify="left" if col in ("source", "card") else "right", no_wrap=True)
+        for r in rel:
+            t.add_row(e(r["source"]), e(r["gpu"]), str(r["runs"]), f"{r['published']:.2f}x", f"{r['predicted']:.2f}x",
+                      fmt.change(r["error"]), fmt.change(r["worst"]))
+        console.print(t)
+        missed = [r for r in rel if not r["met"]]
+        for r in missed:
+            console.print(f"[bold red]relative speed missed:[/] {e(r['gpu'])} against the H100 in {e(r['source'])}: "
+                          f"predicted {r['predicted']:.2f}x, published {r['published']:.2f}x ({r['error']:+.0%}, "
+                          f"target 15%)", highlight=False)
     factors = ", ".join(f"{e(g)} compute x {f['compute']:.2f} memory x {f['memory']:.2f} ({f['rows']} rows)"
                         for g, f in pub["factors"].items())
     console.print(f"generation factors against Hopper: {factors}", highlight=False)
+    cards = ", ".join(f"{e(c)} x {f['compute']:.2f} ({f['rows']} rows)" for c, f in pub.get("cards", {}).items())
+    if cards:
+        console.print(f"a card's own factor on its generation's compute: {cards}", highlight=False)
+    borrowed = ", ".join(f"{e(c)} from {e(s)}" for c, s in pub.get("borrowed", {}).items())
+    if borrowed:
+        console.print(f"a card without rows at the factor of the card on its chip (same_chip_as): {borrowed}",
+                      highlight=False)
     console.print(f"attention against the matmuls x {pub['attention']:.2f}; communication exposed on one machine: "
                   f"{pub['exposed']:.0%} of the modelled (our predictions take the overlap from pairs measured over two "
                   "paths instead: engine/predict/comm.py)", highlight=False)

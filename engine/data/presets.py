@@ -86,6 +86,9 @@ class Gpu:
     nvlink_bridge_max_gpus: int = 0  # the largest NVLink-bridged group of cards (0: no bridge)
     pcie_gen: int | None = None
     paper_price: Price | None = None  # the paper's own price (Sec. 2, Table 5), for its view (`--source paper`)
+    # The GPU preset on the same chip (same compute capability, another board, clock or memory): a card with no
+    # published rows of its own takes that card's fitted factor on its compute (engine/predict/generations.py)
+    same_chip_as: str | None = None
 
     @property
     def tf32(self) -> bool:
@@ -388,6 +391,7 @@ def load_presets(extra: Iterable[str | Path] = (), include_user: bool = True) ->
                                   "an id of letters, digits and . _ + - (at most 64, starting with a letter or "
                                   f"digit; quote one with a dot: [{kind}.\"llama-3.2-1b\"])")
     gpus = {gid: _gpu(gid, Table(e, ("gpus", gid), origins)) for gid, e in merged.get("gpus", {}).items()}
+    _check_same_chip(gpus, origins)
     models = {mid: _model(mid, Table(e, ("models", mid), origins)) for mid, e in merged.get("models", {}).items()}
     machines: dict[int, Machine] = {}
     for key, e in merged.get("machines", {}).items():
@@ -514,9 +518,29 @@ def _gpu(gid: str, t: Table) -> Gpu:
         nvlink_bridge_max_gpus=bridge,
         pcie_gen=t.int("pcie_gen", default=None),
         paper_price=_price(paper_t) if paper_t is not None else None,
+        same_chip_as=t.str("same_chip_as", default=None),
     )
     t.finish()
     return g
+
+
+def _check_same_chip(gpus: Mapping[str, Gpu], origins: Origins) -> None:
+    """same_chip_as names another GPU preset on the same chip: known, not itself, the same compute capability.
+    Checked once every file is merged, so a user's file may name a card another file adds."""
+    for g in gpus.values():
+        sib = g.same_chip_as
+        if sib is None:
+            continue
+        path = ("gpus", g.id, "same_chip_as")
+        file, key = origins.file_for(path), ".".join(path)
+        if sib not in gpus:
+            raise PresetError(file, key, f"the id of another GPU preset on the same chip (no gpus.{sib}; known: "
+                                         f"{', '.join(gpus)})", sib)
+        if sib == g.id:
+            raise PresetError(file, key, "another GPU preset's id, not the card's own", sib)
+        if gpus[sib].compute_capability != g.compute_capability:
+            raise PresetError(file, key, f"a GPU on the same chip: gpus.{sib} is compute capability "
+                                         f"{gpus[sib].compute_capability}, gpus.{g.id} {g.compute_capability}", sib)
 
 
 def _training(t: Table) -> Training:

@@ -10,6 +10,12 @@ is predicted with the same roofline as our own rows (engine/predict/terms.py), p
     k_c, k_m     the generation's factors: 1 for Hopper by definition; fitted for every other generation with
                  data. 1 / (x_c k_c) is the share of peak a generation reaches, bounded by its plausibility
                  line (engine/data/generations.py)
+    c[card]      a card's own factor on its compute (k_c and k_a), where published rows measured it: cards of
+                 one generation do not reach one share of their datasheet peak (a GeForce card's boost clock
+                 over its rating, a 300 W workstation card's clock under it). Pulled toward 1 (CARD_WEIGHT),
+                 so the generation's factors stay what a card with no rows of its own is predicted with,
+                 unless its preset names a measured card on the same chip (same_chip_as: the L40S, the RTX
+                 6000 Ada's): then that card's factor
     s_source     the source's software against ours (its kernels, its timer, warm-up in its figure): one per
                  source, fitted on all its rows, so a generation's factors come from ratios within sources
     compute_s    FLOPs per sample / dense 16-bit peak: 6 x matmul parameters x tokens, the logits' matmul
@@ -45,6 +51,7 @@ from engine.predict.terms import (EAGER_SCORE_TRAFFIC, LAYER_ELEMENTWISE_TRAFFIC
 LOG_BOUND = math.log(8.0)  # a generation's factor stays within 1/8 .. 8 of Hopper's
 SOURCE_BOUND = math.log(20.0)
 SPLIT_WEIGHT = 0.05  # pulls k_c and k_m together where the rows cannot tell them apart
+CARD_WEIGHT = 0.05  # pulls a card's own factor toward its generation's (per row of the card)
 CYCLES = 12
 BOUND_BY_LINE = False
 FIT_ATTENTION = True
@@ -109,10 +116,26 @@ class GenerationFit:
     attention: float = 1.0  # attention's s x s products against the matmuls, at our efficiency (all generations)
     exposed: float = 1.0
     rows: dict[str, int] = field(default_factory=dict)  # rows per generation the fit used
+    card: dict[str, float] = field(default_factory=dict)  # a card's own factor on its compute (preset id)
+    card_rows: dict[str, int] = field(default_factory=dict)
 
-    def factors(self, generation: str) -> tuple[float, float, float, str]:
+    def card_source(self, card: str | None, same_chip_as: str | None = None) -> str | None:
+        """The card whose published rows give `card` its own factor: itself where measured; else the card
+        on its chip (the preset's same_chip_as) where that one is; None: the generation's factors."""
+        if card is not None and card in self.card:
+            return card
+        if same_chip_as is not None and same_chip_as in self.card:
+            return same_chip_as
+        return None
+
+    def factors(self, generation: str, card: str | None = None,
+                same_chip_as: str | None = None) -> tuple[float, float, float, str]:
         """(k_c, k_a, k_m, the generation the factors come from): a generation with no data takes its
-        fallback's (engine/data/generations.py), else Hopper's."""
+        fallback's (engine/data/generations.py), else Hopper's; a card measured in published rows has its
+        own factor on k_c and k_a, where its generation's are its own, and a card with none takes the factor
+        of the card on its chip (same_chip_as) where that one has rows. The factor is on the share of the
+        card's own datasheet peak (compute_s divides by it), so a sibling's carries over unscaled: the two
+        cards' peaks and bandwidths already enter through compute_s and memory_s."""
         seen = set()
         g = generation
         while g not in self.kc and g != BASE and g not in seen:
@@ -121,10 +144,12 @@ class GenerationFit:
             g = nxt or BASE
         if g == BASE:
             return 1.0, 1.0, 1.0, BASE
-        return self.kc[g], self.ka[g], self.km[g], g
+        src = self.card_source(card, same_chip_as) if g == generation else None
+        c = self.card[src] if src is not None else 1.0
+        return c * self.kc[g], c * self.ka[g], self.km[g], g
 
     def predict(self, t: RowTerms) -> float:
-        kc, ka, km, _ = self.factors(t.generation)
+        kc, ka, km, _ = self.factors(t.generation, t.row.gpu)
         s = self.source.get(t.row.source, 1.0)
         return s * (kc * t.a + self.attention * ka * t.a_attention + km * t.b) + self.exposed * t.comm
 
@@ -148,7 +173,8 @@ def _golden(f, lo: float, hi: float, iters: int = 28) -> float:
 
 def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: int = CYCLES) -> GenerationFit:
     """Coordinate descent on sum (log t_predicted - log t_published)^2."""
-    gf = (replace(start, kc=dict(start.kc), ka=dict(start.ka), km=dict(start.km), source=dict(start.source))
+    gf = (replace(start, kc=dict(start.kc), ka=dict(start.ka), km=dict(start.km), source=dict(start.source),
+                  card=dict(start.card), card_rows=dict(start.card_rows))
           if start else GenerationFit())
     by_source: dict[str, list[RowTerms]] = {}
     by_gen: dict[str, list[RowTerms]] = {}
@@ -163,11 +189,17 @@ def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: i
         gf.source.setdefault(s, 1.0)
     gf.rows = {g: len(v) for g, v in by_gen.items()}
     gf.rows[BASE] = sum(1 for t in terms if t.generation == BASE)
+    by_card: dict[str, list[RowTerms]] = {}
+    for g, rows in by_gen.items():
+        for t in rows:
+            by_card.setdefault(t.row.gpu, []).append(t)
+    gf.card = {c: gf.card.get(c, 1.0) for c in by_card}  # a card with no rows here has none
+    gf.card_rows = {c: len(v) for c, v in by_card.items()}
 
     # Each search varies one factor: the rest of every row's prediction is computed once per search, in the
     # order GenerationFit.predict computes it (so the fit is the same to the last bit, only faster).
     def resolved(t: RowTerms) -> tuple[float, float, float, float]:
-        kc, ka, km, _ = gf.factors(t.generation)
+        kc, ka, km, _ = gf.factors(t.generation, t.row.gpu)
         return gf.source.get(t.row.source, 1.0), kc, ka, km
 
     log = math.log  # below, (log(max(p, 1e-30)) - y) ** 2 written out: the fit's inner loop
@@ -189,8 +221,9 @@ def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: i
             floor = -LOG_BOUND if not BOUND_BY_LINE else math.log(max(t.line_kc / gf.source[t.row.source] for t in rows))
             weight, ka, km = SPLIT_WEIGHT * len(rows), gf.ka[g], gf.km[g]
             srcs = [gf.source.get(t.row.source, 1.0) for t in rows]
-            parts = [(sv, t.a, gf.attention * ka * t.a_attention, km * t.b, gf.exposed * t.comm, t.y)
-                     for sv, t in zip(srcs, rows)]
+            cards = [gf.card.get(t.row.gpu, 1.0) for t in rows]
+            parts = [(sv, cf * t.a, cf * gf.attention * ka * t.a_attention, km * t.b, gf.exposed * t.comm, t.y)
+                     for sv, cf, t in zip(srcs, cards, rows)]
             log_km = math.log(km)
 
             def fc(u, parts=parts, log_km=log_km, weight=weight):
@@ -199,8 +232,8 @@ def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: i
                             for sv, a, x2, x4, e, y in parts) + weight * (u - log_km) ** 2)
             kc = gf.kc[g] = math.exp(_golden(fc, max(-LOG_BOUND, floor), LOG_BOUND))
 
-            parts = [(sv, kc * t.a + gf.attention * ka * t.a_attention, t.b, gf.exposed * t.comm, t.y)
-                     for sv, t in zip(srcs, rows)]
+            parts = [(sv, cf * (kc * t.a + gf.attention * ka * t.a_attention), t.b, gf.exposed * t.comm, t.y)
+                     for sv, cf, t in zip(srcs, cards, rows)]
             log_kc = math.log(kc)
 
             def fm(u, parts=parts, log_kc=log_kc, weight=weight):
@@ -209,7 +242,8 @@ def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: i
                             for sv, x3, b, e, y in parts) + weight * (log_kc - u) ** 2)
             km = gf.km[g] = math.exp(_golden(fm, -LOG_BOUND, LOG_BOUND))
 
-            parts = [(sv, kc * t.a, t.a_attention, km * t.b, gf.exposed * t.comm, t.y) for sv, t in zip(srcs, rows)]
+            parts = [(sv, cf * kc * t.a, cf * t.a_attention, km * t.b, gf.exposed * t.comm, t.y)
+                     for sv, cf, t in zip(srcs, cards, rows)]
             att = gf.attention
 
             def fa(u, parts=parts, log_kc=log_kc, weight=weight, att=att):
@@ -217,7 +251,20 @@ def fit(terms: Sequence[RowTerms], start: GenerationFit | None = None, cycles: i
                 return (sum((log(1e-30 if (p := sv * (x1 + att * v * aa + x4) + e) < 1e-30 else p) - y) ** 2
                             for sv, x1, aa, x4, e, y in parts)
                         + weight * (log_kc - u) ** 2)
-            gf.ka[g] = math.exp(_golden(fa, -LOG_BOUND, LOG_BOUND))
+            ka = gf.ka[g] = math.exp(_golden(fa, -LOG_BOUND, LOG_BOUND))
+
+            if len({t.row.gpu for t in rows}) < 2:
+                continue  # one card: the generation's factors are its own
+            for card in sorted({t.row.gpu for t in rows}):
+                own = [(gf.source.get(t.row.source, 1.0), kc * t.a + gf.attention * ka * t.a_attention, km * t.b,
+                        gf.exposed * t.comm, t.y) for t in rows if t.row.gpu == card]
+                pull = CARD_WEIGHT * len(own)
+
+                def fcard(u, own=own, pull=pull):
+                    v = math.exp(u)
+                    return (sum((log(1e-30 if (p := sv * (v * x1 + x4) + e) < 1e-30 else p) - y) ** 2
+                                for sv, x1, x4, e, y in own) + pull * u * u)
+                gf.card[card] = math.exp(_golden(fcard, -LOG_BOUND, LOG_BOUND))
         if attention_rows and FIT_ATTENTION:
             parts = []
             for t in attention_rows:
@@ -278,7 +325,7 @@ def leave_group_out(terms: Sequence[RowTerms], full: GenerationFit) -> list[Exte
             gf.source.pop(key[0], None)  # a source seen nowhere else: its software factor is unknown (1)
         for t in held:
             out.append(ExternalCheck(t.row, t.generation, gf.predict(t), t.row.seconds_per_sample,
-                                     gf.factors(t.generation)[3]))
+                                     gf.factors(t.generation, t.row.gpu)[3]))
     return out
 
 
@@ -344,6 +391,38 @@ def ratio_checks(checks: Sequence[ExternalCheck]) -> list[dict]:
     return out
 
 
+RELATIVE_TO = "h100"
+RELATIVE_TARGET = 0.15  # issue 39: a card's speed relative to the H100 within 15% of every source that measured both
+
+
+def relative_speeds(checks: Sequence[ExternalCheck], to: str = RELATIVE_TO) -> list[dict]:
+    """Per source and card: how fast the card is against `to` on the same published run (model, sequence,
+    GPU count; each card at the micro-batch its source ran, which is what a buyer gets), published and
+    predicted, the median over the source's runs. error: predicted speed ratio / published - 1 (negative:
+    the card predicted too slow against the H100)."""
+    by_run: dict[tuple, dict[str, ExternalCheck]] = {}
+    for c in checks:
+        r = c.row
+        by_run.setdefault((r.source, r.model, r.seq_len, r.num_gpus), {}).setdefault(r.gpu, c)
+    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for (source, *_), per_gpu in by_run.items():
+        ref = per_gpu.get(to)
+        if ref is None:
+            continue
+        for g, c in per_gpu.items():
+            if g != to:  # speed = 1 / time per sample per GPU
+                pairs.setdefault((source, g), []).append((ref.published_s / c.published_s,
+                                                          ref.predicted_s / c.predicted_s))
+    out = []
+    for (source, g), v in sorted(pairs.items()):
+        published = statistics.median(p for p, _ in v)
+        errors = [q / p - 1 for p, q in v]
+        out.append({"source": source, "gpu": g, "runs": len(v), "published": published,
+                    "predicted": statistics.median(q for _, q in v), "error": statistics.median(errors),
+                    "worst": max(errors, key=abs), "met": abs(statistics.median(errors)) <= RELATIVE_TARGET})
+    return out
+
+
 def summary(checks: Sequence[ExternalCheck], key) -> list[dict]:
     groups: dict[str, list[float]] = {}
     for c in checks:
@@ -382,7 +461,7 @@ class Calibration:
         f = self.fit
         return {"inputs": self.inputs, "note": self.note,
                 "fit": {"kc": f.kc, "ka": f.ka, "km": f.km, "source": f.source, "attention": f.attention,
-                        "exposed": f.exposed, "rows": f.rows},
+                        "exposed": f.exposed, "rows": f.rows, "card": f.card, "card_rows": f.card_rows},
                 "bands": {g: {"low_factor": b.low_factor, "high_factor": b.high_factor, "what": b.what,
                               "errors": list(b.errors)} for g, b in self.bands.items()}}
 
@@ -390,7 +469,8 @@ class Calibration:
     def from_json(cls, data: dict) -> "Calibration":
         f = data["fit"]
         fit_ = GenerationFit(kc=dict(f["kc"]), ka=dict(f["ka"]), km=dict(f["km"]), source=dict(f["source"]),
-                             attention=float(f["attention"]), exposed=float(f["exposed"]), rows=dict(f["rows"]))
+                             attention=float(f["attention"]), exposed=float(f["exposed"]), rows=dict(f["rows"]),
+                             card=dict(f.get("card", {})), card_rows=dict(f.get("card_rows", {})))
         bands = {g: Band(b["low_factor"], b["high_factor"], tuple(b["errors"]), b["what"])
                  for g, b in data["bands"].items()}
         return cls(fit_, bands, data["inputs"], data.get("note", ""))

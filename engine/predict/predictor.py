@@ -302,9 +302,13 @@ class Predictor:
         # its factors, fitted to published measurements (engine/predict/generations.py).
         gen = generation_of(gpu)
         kc = ka = km = 1.0
-        factors_from, gen_band, gen_key = BASE, None, None
+        factors_from, gen_band, gen_key, card_from = BASE, None, None, None
         if self.generations is not None and gen is not None and gen.id != BASE:
-            kc, ka, km, factors_from = self.generations.fit.factors(gen.id)
+            kc, ka, km, factors_from = self.generations.fit.factors(gen.id, gpu.id, gpu.same_chip_as)
+            if factors_from == gen.id:
+                card_from = self.generations.fit.card_source(gpu.id, gpu.same_chip_as)
+            # a card whose speed is borrowed from its chip's sibling keeps the band of a card with no rows of its
+            # own (its generation's): the borrow is an extrapolation, never a reason to narrow it
             gen_band, gen_key = self.generations.band_for(gen.id)
         phi = attention_share(model)
         compute_part = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
@@ -367,7 +371,8 @@ class Predictor:
             fastest = formulas.training_days(max(step_at(line_rate), capped_step), model.training.steps)
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if self.intervals is not None:
-            band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line)
+            band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line,
+                                         borrowed=card_from if card_from not in (None, gpu.id) else None)
             if unmeasured_moe:
                 band = _with_moe(band)
                 parts = {**parts, "model": math.hypot(parts["model"], math.log(MOE_BAND[1]))}  # a measurement narrows it
@@ -388,7 +393,8 @@ class Predictor:
                    f"{', ...' if len(f.rows) > 6 else ''})"
                    + (f"; residual {residual:.2f} from {', '.join(b.label() for b in same)}" if same else "")
                    + (f"; {self._generation_basis(gen, factors_from, gen_key)}"
-                      if gen is not None and gen.id != BASE and self.generations is not None else ""))
+                      if gen is not None and gen.id != BASE and self.generations is not None else "")
+                   + (f"; {self._borrowed_basis(card_from)}" if card_from not in (None, gpu.id) else ""))
         p.terms.update({
             "group": group, "x_c": f.x_c, "x_m": f.x_m, "fit_note": f.note, "residual": residual,
             "compute_s_per_sample": compute_s, "traffic_bytes_per_sample": traffic, "peak_flops": peak,
@@ -399,7 +405,8 @@ class Predictor:
             "gpu_update_s": gpu_update, "cpu_update_s": cpu_update, "x_u": self.x_u, "capped": capped,
             "basis_trials": [b.trial_id for b in basis_rows], "band": band.what if band else None,
             "generation": gen.id if gen else None, "generation_factors": {"compute": kc, "attention": ka,
-                                                                          "memory": km, "from": factors_from},
+                                                                          "memory": km, "from": factors_from,
+                                                                          "card_from": card_from},
             "attention_share": phi, "mfu_line": line, "extrapolated": gen_key == "extrapolated",
             "nodes": nodes, "network": network.id if network else None, "over_network": over_network,
             "kind": p.kind, "uncapped_days": p.uncapped_days,
@@ -412,11 +419,12 @@ class Predictor:
         return p
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
-                  excess: float) -> tuple[Band, dict[str, float]]:
+                  excess: float, borrowed: str | None = None) -> tuple[Band, dict[str, float]]:
         """The calibrated interval around the point (engine/predict/intervals.py): the kind's width; a GPU
-        generation our measurements are not on adds its own held-out width in quadrature; a figure held at the
-        generation's line adds how far past the line the time model put it (the cap hides that much), on both
-        sides, so the point stays the middle."""
+        generation our measurements are not on adds its own held-out width in quadrature (a card whose speed
+        is borrowed from the card on its chip takes it as any card without rows of its own does); a figure
+        held at the generation's line adds how far past the line the time model put it (the cap hides that
+        much), on both sides, so the point stays the middle."""
         w, what = self.intervals.for_prediction(arch, evidence, offloading)
         parts = {"model": w, "generation": 0.0, "cap": 0.0}  # log widths: what a measurement could narrow
         if gen is not None and gen.id != BASE and self.generations is not None:
@@ -431,6 +439,9 @@ class Predictor:
                 what += f"; {gen.name}: no held-out published rows, a wide 2x guess"
             else:
                 what += f"; {gen.name}'s published rows held out: x{math.exp(wg):.2f}, in quadrature"
+            if borrowed is not None:
+                what += (f" (as for a card with no rows of its own: its speed is the "
+                         f"{self.presets.gpu(borrowed).name}'s, same chip)")
             w = math.hypot(w, wg)
             parts["generation"] = wg
         if capped and excess > 1:
@@ -449,6 +460,11 @@ class Predictor:
             return (f"{gen.name}: no published measurement; extrapolated from {GENERATIONS[factors_from].name} "
                     f"({rows} published rows), with the extrapolation band")
         return f"{gen.name}: factors from {rows} published rows (data/external)"
+
+    def _borrowed_basis(self, card: str) -> str:
+        rows = self.generations.fit.card_rows.get(card, 0)
+        return (f"speed from the {self.presets.gpu(card).name}'s published rows ({rows}): same chip "
+                f"(same_chip_as), none of this card's own")
 
     def _explain(self, p: Prediction, model: Model, gpu: Gpu, f: Fit, first: memory.Need, mb: int, accum: int,
                  compute_s: float, memory_s: float, residual: float, same: Sequence[BasisRow],
@@ -507,7 +523,8 @@ class Predictor:
             lines.append(f"generation {t.get('generation')}: compute x {g['compute']:.2f}, attention x "
                          f"{g['attention']:.2f}, memory x {g['memory']:.2f} against Hopper"
                          + (f" (from {g['from']}: extrapolated)" if t.get("extrapolated") or g["from"] != t.get("generation")
-                            else " (published measurements)"))
+                            else f" (the {g['card_from']}'s published measurements: same chip)"
+                            if g.get("card_from") not in (None, p.gpu) else " (published measurements)"))
         lines.append(f"MFU {p.mfu:.0%} of the {gpu.peak_16bit_tflops:.0f} TFLOP/s dense 16-bit peak"
                      + (f", capped at {t['mfu_line']:.0%} (this generation's line; the time model said "
                         f"{p.uncapped_days:.1f} days)" if p.capped and p.uncapped_days else ""))

@@ -382,8 +382,14 @@ def published_report(rows: Sequence[Mapping[str, Any]], presets: Presets, predic
                    "median_abs": statistics.median(abs(r["error"]) for r in ratios) if ratios else None,
                    "worst_abs": max(abs(r["error"]) for r in ratios) if ratios else None,
                    "within_20": sum(1 for r in ratios if abs(r["error"]) <= 0.2), "checks": ratios},
+        "relative": gen.relative_speeds(held),
         "factors": {g: {"compute": full.kc[g], "attention": full.ka[g], "memory": full.km[g], "rows": full.rows[g]}
                     for g in sorted(full.kc)},
+        "cards": {c: {"compute": f, "rows": full.card_rows.get(c, 0)} for c, f in sorted(full.card.items())
+                  if f != 1.0},
+        # a card without rows that takes the factor of the card on its chip (the preset's same_chip_as)
+        "borrowed": {g.id: g.same_chip_as for g in sorted(presets.gpus.values(), key=lambda g: g.id)
+                     if g.same_chip_as and full.card_source(g.id, g.same_chip_as) == g.same_chip_as},
         "attention": full.attention, "exposed": full.exposed, "source_factors": full.source,
         "base_fit": {"x_c": base.x_c, "x_m": base.x_m},
         "checks": [{"row": c.row.label, "generation": c.generation, "predicted_s": c.predicted_s,
