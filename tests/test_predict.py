@@ -667,3 +667,105 @@ def test_a_band_from_errors_of_one_sign_still_holds_its_prediction():
     assert slow.low_factor == pytest.approx(1 / 1.3) and slow.high_factor == 1.0
     both = Band.from_errors([-0.1, 0.2, 0.05], "both ways")
     assert both.low_factor == pytest.approx(1 / 1.2) and both.high_factor == pytest.approx(1 / 0.9)
+
+
+# --- the methods beyond the paper's (issue 42): fused kernels and FP8 ----------------------------------------
+
+
+def test_rows_with_fused_or_fp8_feed_no_bf16_fit_calibration_or_overlap(presets):
+    """A measured fp8 or fused row (even an absurdly fast one) changes nothing the bf16 engine is fitted on."""
+    rows = _synthetic(presets)
+    plain = predict.Predictor(rows, presets)
+    extra = [_measured("pythia-1b", Methods(fp8=True), micro_batch=32, pass_s=0.01, fp8=True,
+                       key="pythia-1b|h100|1|fp8"),
+             _measured("pythia-1b", Methods(fused=True), micro_batch=64, pass_s=0.01, fused=True,
+                       key="pythia-1b|h100|1|fused", provenance=json.dumps({"max_micro_batch_searched": 64}))]
+    assert all(memory.beyond_the_paper(r) for r in extra)
+    assert all(predict.basis_row(r, presets) is None for r in extra)
+    assert all(calibration.fit_bracket(r, presets) is None for r in extra)
+    mixed = predict.Predictor(rows + extra, presets)
+    assert len(mixed.basis) == len(plain.basis)
+    assert mixed.calibrations.keys() == plain.calibrations.keys()
+    assert {k: c.kappa for k, c in mixed.calibrations.items()} == {k: c.kappa for k, c in plain.calibrations.items()}
+    a = plain.predict("pythia-1b", "h200", 2, space.FREE_LUNCH)
+    b = mixed.predict("pythia-1b", "h200", 2, space.FREE_LUNCH)
+    assert (a.days, a.micro_batch) == (b.days, b.micro_batch)
+    assert predict.leave_one_out(rows + extra, presets).checks == predict.leave_one_out(rows, presets).checks
+
+
+def test_fp8_is_infeasible_without_fp8_tensor_cores_and_predicted_on_every_gpu_with_them(presets):
+    p = predict.build_predictor(_synthetic(presets), presets, generations=False)
+    fp8 = Methods(fp8=True)
+    for gpu in presets.gpus.values():
+        pred = p.predict("pythia-1b", gpu.id, 1, fp8)
+        if not gpu.fp8:
+            assert not pred.feasible and pred.days is None and pred.reason.startswith("no FP8 tensor cores"), gpu.id
+        elif gpu.bf16 and pred.feasible:
+            bf16 = p.predict("pythia-1b", gpu.id, 1, space.FREE_LUNCH)
+            # faster, by no more than the FP8/16-bit peak ratio; MFU still against the 16-bit peak
+            assert bf16.days / gpu.peak_fp8_tflops * gpu.peak_16bit_tflops <= pred.days < bf16.days, gpu.id
+            assert pred.mfu == pytest.approx(formulas.mfu(presets.model("pythia-1b").flops_per_step, pred.step_s, 1,
+                                                          gpu.peak_16bit_flops))
+            assert pred.micro_batch == bf16.micro_batch  # fp8's memory: as bf16's (an assumption)
+    assert p.predict("pythia-1b", "a100", 1, fp8).reason.startswith("no FP8 tensor cores")
+
+
+def test_fused_drops_the_logits_from_memory_and_fits_a_larger_micro_batch(presets):
+    model = presets.model("llama-3.2-1b")  # a 128k vocabulary: the logits are what limits the micro-batch
+    plain = memory.activation_terms(model, space.FREE_LUNCH)
+    fused = memory.activation_terms(model, Methods(fused=True))
+    assert "logits and loss" in plain and "logits and loss" not in fused
+    assert sum(fused.values()) < sum(plain.values())
+    h100 = presets.gpu("h100")
+    assert memory.max_micro_batch(model, h100, Methods(fused=True), 1) > memory.max_micro_batch(model, h100,
+                                                                                                space.FREE_LUNCH, 1)
+
+
+def test_the_extras_widen_the_band_and_their_basis_says_what_is_assumed(presets):
+    p = predict.build_predictor(_synthetic(presets), presets)
+    base = p.predict("pythia-1b", "h100", 1, space.FREE_LUNCH)
+    for m in (Methods(fused=True), Methods(fp8=True), Methods(fused=True, fp8=True)):
+        pred = p.predict("pythia-1b", "h100", 1, m)
+        assert pred.feasible
+        assert pred.days_high / pred.days > base.days_high / base.days  # wider above
+        assert pred.days / pred.days_low > base.days / base.days_low  # and below
+        for e in m.extras:
+            assert f"{e} (" in pred.basis and "assumption" in pred.basis and "unmeasured" in pred.basis
+    both = p.predict("pythia-1b", "h100", 1, Methods(fused=True, fp8=True))
+    fp8 = p.predict("pythia-1b", "h100", 1, Methods(fp8=True))
+    assert both.days_high / both.days > fp8.days_high / fp8.days  # two assumptions: wider than one
+    assert "CHANGES NUMERICS" in fp8.basis and "torchtitan" in fp8.basis
+
+
+def test_an_fp8_rows_limit_is_its_fp8_peak_not_the_16bit_one(presets):
+    from engine.data import trust
+    from engine.data.generations import impossible_mfu
+
+    h100 = presets.gpu("h100")
+    assert impossible_mfu(h100, fp8=True) == pytest.approx(1979 / 989.4)
+    assert impossible_mfu(presets.gpu("a100"), fp8=True) == 1.0  # no FP8 peak: the 16-bit one
+    model = presets.model("pythia-1b")
+
+    def row(mfu, fp8):
+        days = model.training_flops / (mfu * formulas.SECONDS_PER_DAY * h100.peak_16bit_flops)
+        return dict(model="pythia-1b", gpu="h100", num_gpus=1, num_nodes=1, feasible=True, source="measured",
+                    days=days, steps=model.training.steps, mfu=mfu, fp8=fp8, plausibility=None)
+
+    assert trust.recheck(row(1.3, True), presets, {}).get("failure_kind") != "refused"  # 65% of its FP8 peak
+    assert trust.recheck(row(1.3, True), presets, {})["plausibility"] == "implausible"  # past its line, not impossible
+    assert trust.recheck(row(1.3, False), presets, {}).get("failure_kind") == "refused"  # bf16: above 100%
+    assert trust.recheck(row(2.1, True), presets, {}).get("failure_kind") == "refused"  # above the FP8 peak
+    assert formulas.plausibility(1.3, 1.2, 2.0) == "implausible" and formulas.plausibility(1.3) == "impossible"
+
+
+def test_predict_shows_fused_and_fp8_with_extras_and_marks_fp8(capsys):
+    assert main(["predict", "--model", "pythia-1b", "--gpu", "h100", "--extras", "fused", "fp8"]) == 0
+    out = capsys.readouterr().out
+    for label in ("free-lunch", "fused", "fp8 (changes numerics)", "fused+fp8 (changes numerics)"):
+        assert re.search(rf"^\s*{re.escape(label)}\s", out, re.M), label
+    assert main(["predict", "--model", "pythia-1b", "--gpu", "a100", "--methods", "fp8"]) == 0
+    out = capsys.readouterr().out
+    assert "no FP8 tensor cores" in out
+    assert main(["predict", "--model", "pythia-1b", "--gpu", "h100", "--format", "json", "--methods", "fp8"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["setting"] == "fp8" and row["changes_numerics"] and row["feasible"]

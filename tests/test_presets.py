@@ -51,6 +51,19 @@ def test_the_variants_people_buy_have_their_own_datasheet_numbers():
     assert p.gpu("l40s").cooling == "passive"
 
 
+def test_fp8_peaks_are_dense_and_only_where_there_are_fp8_tensor_cores():
+    """FP8 (issue 42): dense, FP32 accumulate (what torchao's float8 matmuls run at); none before Ada/Hopper."""
+    p = load_presets()
+    assert [p.gpu(g).peak_fp8_tflops for g in ("h100", "h100pcie", "h200", "b200", "l40s", "rtx4090")] == \
+        [1979.0, 1513.0, 1979.0, 4500.0, 733.0, 330.3]
+    for g in p.gpus.values():
+        has_fp8_cores = tuple(int(x) for x in g.compute_capability.split(".")) >= (8, 9)
+        assert g.fp8 == has_fp8_cores, g.id
+        if g.fp8:  # dense: never the sparse headline (4x the 16-bit peak)
+            assert 1.9 < g.peak_fp8_tflops / g.peak_16bit_tflops < 2.1, g.id
+            assert "FP8" in g.spec_source, g.id
+
+
 def test_a_price_is_stale_after_twelve_months():
     h100 = load_presets().gpu("h100")
     on = h100.price.date
@@ -125,6 +138,7 @@ BAD = {
     "bad_choice.toml": ("models.pythia-1b.training.precision", "'fp16', 'bf16', 'fp32'"),
     "bad_date.toml": ("gpus.h100.price.date", "a date"),
     "tf32_on_volta.toml": ("gpus.v100.peak_tf32_tflops", "older than Ampere"),
+    "fp8_on_ampere.toml": ("gpus.a100.peak_fp8_tflops", "without FP8 tensor cores"),
     "bad_betas.toml": ("models.pythia-1b.training.betas", "two numbers"),
     "hf_config_missing.toml": ("models.tiny.hf_config", "config.json"),
     # the bad row comes after the shipped ones

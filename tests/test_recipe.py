@@ -281,3 +281,42 @@ def test_export_and_verify_load_no_torch():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'textual')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monkeypatch):
+    """Issue 42: fused -> use_liger_kernel; fp8 -> accelerate's mixed_precision fp8 with the torchao backend (the
+    config file accelerate reads, and the same in launch.sh's environment and verify's), said to change numerics."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from transformers import TrainingArguments
+
+    presets = load_presets()
+    with Store.open(shipped_db()) as s:
+        choice = recipe.pick(s, presets, "pythia-1b", "h100", 1)
+    row = {**choice.row, "fused": True, "fp8": True, "sharding": "fsdp2", "offloading": False}
+    r = recipe.build(recipe.Choice(row, None, choice.counts), presets, shipped_db())
+    a = r.training_args
+    assert a["use_liger_kernel"] is True
+    assert "use_liger_kernel" in {f.name for f in __import__("dataclasses").fields(TrainingArguments)}
+    assert a["bf16"] is False and a["fp16"] is False  # else transformers would override accelerate's fp8
+    assert r.plan["fp8"] and r.plan["fused"] and r.plan["changes_numerics"] and r.plan["methods"] == "fused+fp8+fsdp2"
+    assert "CHANGES NUMERICS" in r.explain and "accelerate_config.yaml" in r.explain
+    env = recipe.fp8_env(r.plan)
+    assert env["ACCELERATE_MIXED_PRECISION"] == "fp8" and env["ACCELERATE_FP8_BACKEND"] == "AO"
+    assert env["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "true"
+    assert "export " + " ".join(f"{k}={v}" for k, v in env.items()) in r.launch
+    paths = recipe.write(r, tmp_path / "out")
+    assert tmp_path / "out" / recipe.ACCELERATE in paths
+    cfg = load_config_from_file(str(tmp_path / "out" / recipe.ACCELERATE))  # accelerate reads it back
+    assert cfg.mixed_precision == "fp8" and cfg.fp8_config["backend"] == "AO" and cfg.distributed_type == "FSDP"
+    monkeypatch.chdir(tmp_path / "out")
+    notes: list[str] = []
+    recipe.for_device(a, None, "cpu", notes)  # verify --device cpu: no Triton kernels there, and it says so
+    assert "use_liger_kernel" not in a and any("liger" in n for n in notes)
+    TrainingArguments(**{**a, "output_dir": str(tmp_path)})  # transformers takes the rest on this CPU
+    # without the extras: none of it
+    plain = recipe.build(choice, presets, shipped_db())
+    assert "use_liger_kernel" not in plain.training_args and plain.training_args["bf16"]
+    assert recipe.fp8_env(plain.plan) == {} and recipe.accelerate_config(plain.plan) is None
+    assert "ACCELERATE_MIXED_PRECISION" not in plain.launch and "CHANGES NUMERICS" not in plain.explain
+    recipe.write(plain, tmp_path / "out")  # a later export without fp8 leaves no stale FP8 recipe behind
+    assert not (tmp_path / "out" / recipe.ACCELERATE).exists()

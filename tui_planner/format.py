@@ -204,3 +204,13 @@ STALE_MARK = "°"
 def priced(usd_value: float | None, when: Any, stale: bool) -> str:
     """'$27,500 (2026-05-04)', with ', stale' when the price is older than 12 months."""
     return f"{usd(usd_value)} ({date(when)}{', stale' if stale else ''})"
+
+
+NUMERICS_MARK = " (changes numerics)"
+
+
+def setting(label: str, changes_numerics: bool) -> str:
+    """A setting's label as shown: one that changes the maths (fp8: its matrix products in FP8, glossary
+    'changes numerics') says so beside its name, wherever it is shown, so a faster row is never read as the
+    same training."""
+    return f"{label}{NUMERICS_MARK}" if changes_numerics else label

@@ -42,6 +42,19 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
         Term("offload", "CPU offloading",
              "keep the optimizer state (at stage 3 the weights too) in the computer's own memory, not the GPU's.",
              "lets a small GPU train a large model, but much slower, and it needs plenty of RAM."),
+        Term("fused", "liger-kernel's fused kernels (beyond the paper, opt-in)",
+             "Triton kernels that fuse the LM head with the loss (the logits are never held whole), the norms, "
+             "SwiGLU/GeGLU and rotary embeddings: the same maths within bf16 rounding.",
+             "a bigger micro-batch where the vocabulary is large; its speed-up is an assumption until measured."),
+        Term("fp8", "FP8 matrix products (torchao float8; beyond the paper, opt-in)",
+             "the linear layers multiply in 8-bit floating point on the FP8 tensor cores of Ada, Hopper and "
+             "Blackwell GPUs; attention, norms and the LM head stay 16-bit. Its MFU is still against the 16-bit "
+             "peak, so it can pass 100%.",
+             "faster on big models, but it changes numerics: the loss is not bf16's, so check it before trusting "
+             "the run; older GPUs cannot run it at all."),
+        Term("changes numerics", "a setting that changes what is computed",
+             "marks every row with fp8: not the same training as bf16, only a faster approximation of it.",
+             "compare its loss with a bf16 run before choosing it on speed alone."),
         Term("ckpt?, shard?", "not stated by the paper",
              "the paper's Appendix J does not say whether this row used checkpointing or sharding.",
              "its setting cannot be copied exactly; the time is still the paper's."),
@@ -191,6 +204,10 @@ def setting_words(row: dict) -> str:
         parts.append("sharding not stated")
     if row.get("offloading"):
         parts.append("CPU offloading")
+    if row.get("fused"):
+        parts.append("fused kernels (liger-kernel)")
+    if row.get("fp8"):
+        parts.append("FP8 matrix products (torchao; changes numerics)")
     return ", ".join(parts)
 
 

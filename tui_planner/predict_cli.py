@@ -67,6 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "roce-200g, ib-hdr-200, ib-ndr-400, ib-ndr-400x8: `tui-planner presets --kind networks`)")
     p.add_argument("--methods", default="all", metavar="LABEL",
                    help="one combination to explain (e.g. free-lunch, ckpt, zero3+offload) or all (default)")
+    p.add_argument("--extras", nargs="+", default=[], metavar="EXTRA", choices=("fused", "fp8"),
+                   help="methods beyond the paper's, opt-in: fused (liger-kernel's fused kernels, same maths) and/or "
+                        "fp8 (torchao float8 matmuls: changes numerics); each free-lunch setting is predicted with "
+                        "them too (their effect on time is an assumption until measured: wider bands)")
     p.add_argument("--all", action="store_true", help="every GPU preset x 1, 2, 4, 8 GPUs for --model")
     p.add_argument("--validate", action="store_true",
                    help="leave-one-out over the measured cells: median and worst error")
@@ -113,12 +117,15 @@ def run(args: argparse.Namespace) -> int:
 
     method_set = "all"
     only = None
+    extras = tuple(e for e in space.EXTRAS if e in args.extras)
     if args.methods != "all":
-        labels = {m.label: m for n in {c[1] for c in cells} for m in space.search_space("all", n)}
+        # a setting beyond the paper's ('fp8', 'fused+fsdp3') names its extras itself
+        labels = {m.label: m for n in {c[1] for c in cells} for m in space.search_space("all", n, space.EXTRAS)}
         if args.methods not in labels:
             raise PlannerError(f"no combination called {args.methods!r}; on {cells[0][1]} GPU(s) they are: "
-                               + ", ".join(m.label for m in space.search_space("all", cells[0][1])))
+                               + ", ".join(m.label for m in space.search_space("all", cells[0][1], extras)))
         only = args.methods
+        extras = tuple(e for e in space.EXTRAS if e in extras or e in labels[only].extras)
     measured = _measured_cells(rows, model.id) if nodes == 1 else set()
     results = []
     for gpu, per_node in cells:
@@ -129,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             raise PlannerError(f"{n} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
         if args.all and (model.id, gpu, n) in measured:
             continue  # measured: nothing to predict
-        preds = predictor.predict_cell(model.id, gpu, n, method_set, nodes=nodes, network=network)
+        preds = predictor.predict_cell(model.id, gpu, n, method_set, nodes=nodes, network=network, extras=extras)
         if only:
             preds = [p for p in preds if p.label == only]
             if not preds:
@@ -213,11 +220,13 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     for p in preds:
         if p.feasible:
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB"
-            t.add_row(e(p.label), str(p.micro_batch), mem, _days(p), fmt.mfu(p.mfu) + ("^" if p.capped else ""))
+            t.add_row(e(fmt.setting(p.label, p.methods.changes_numerics)), str(p.micro_batch), mem, _days(p),
+                      fmt.mfu(p.mfu) + ("^" if p.capped else ""))
         else:
             why = "does not fit" if "does not fit" in p.reason else "no prediction"
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB" if p.memory_need_gb else "—"
-            t.add_row(e(p.label), "0", mem, why, "—", style="dim")
+            why = "no FP8 tensor cores" if p.reason.startswith("no FP8 tensor cores") else why
+            t.add_row(e(fmt.setting(p.label, p.methods.changes_numerics)), "0", mem, why, "—", style="dim")
     console.print(t)
     if measured:
         console.print(f"[yellow]This cell is measured[/] (tui-planner results --model {e(shlex.quote(first.model))} "
@@ -235,8 +244,9 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
         console.print(f"[yellow]{e(chosen.label)}: {e(chosen.reason)}[/]")
         _lines(console, chosen.lines)
         return
-    console.print(f"[bold]{e(chosen.label)}[/], how it is derived:" if only else
-                  f"fastest: [bold]{e(chosen.label)}[/], how it is derived:")
+    chosen_label = fmt.setting(chosen.label, chosen.methods.changes_numerics)
+    console.print(f"[bold]{e(chosen_label)}[/], how it is derived:" if only else
+                  f"fastest: [bold]{e(chosen_label)}[/], how it is derived:")
     _lines(console, chosen.lines + [f"basis: {chosen.basis}"])
     console.print("[dim]memory = need at that micro-batch / usable. ^ capped at 60% (this generation's line; A100 "
                   "65%), its band centred on it. (lo-hi): an 80% interval, from held-out errors of the same kind of "
@@ -264,7 +274,8 @@ def _print_all(model: str, results, predictor, measured) -> None:
             reason = "infeasible" if any("does not fit" in p.reason for p in preds) else "no prediction"
             t.add_row(_gpus(preds[0], gpu), reason, "—", "", "", style="dim")
         else:
-            t.add_row(_gpus(best, gpu), _days(best), fmt.mfu(best.mfu), e(best.label), str(best.micro_batch))
+            t.add_row(_gpus(best, gpu), _days(best), fmt.mfu(best.mfu),
+                      e(fmt.setting(best.label, best.methods.changes_numerics)), str(best.micro_batch))
     console.print(t)
     if measured:
         cells = ", ".join(f"{n} x {g}" for _, g, n in sorted(measured))
@@ -280,7 +291,7 @@ def _gpus(p, gpu: str) -> str:
 
 def _json(p) -> dict[str, Any]:
     return {"model": p.model, "gpu": p.gpu, "num_gpus": p.num_gpus, "nodes": p.nodes, "network": p.network,
-            "setting": p.label, "feasible": p.feasible,
+            "setting": p.label, "feasible": p.feasible, "changes_numerics": p.methods.changes_numerics,
             "reason": p.reason or None, "micro_batch": p.micro_batch, "grad_accum": p.grad_accum,
             "days": p.days, "days_low": p.days_low, "days_high": p.days_high, "mfu": p.mfu, "capped": p.capped,
             "pass_s": p.pass_s, "update_s": p.update_s, "step_s": p.step_s, "memory_need_gb": p.memory_need_gb,
@@ -468,4 +479,6 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out.append("--all")
     if args.methods != "all":
         out += ["--methods", args.methods]
+    if args.extras:
+        out += ["--extras", *args.extras]
     return out

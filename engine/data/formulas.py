@@ -47,12 +47,15 @@ def analytic_days(training_flops: float, num_gpus: int, peak_flops_per_gpu: floa
     return training_flops / (num_gpus * peak_flops_per_gpu * mfu_assumed) / SECONDS_PER_DAY
 
 
-def plausibility(mfu_value: float | None, line: float = IMPLAUSIBLE_MFU) -> str | None:
+def plausibility(mfu_value: float | None, line: float = IMPLAUSIBLE_MFU,
+                 impossible: float = IMPOSSIBLE_MFU) -> str | None:
     """'ok', 'implausible' (above the GPU generation's line: engine/data/generations.py, 60% where there is
-    no evidence of more) or 'impossible' (> 100%): shown wherever the row is."""
+    no evidence of more) or 'impossible' (> 100% of the peak the row's matrix products run at: `impossible`, 1 but
+    for an fp8 row, whose MFU is against the 16-bit peak and whose limit is the FP8 one, generations.impossible_mfu):
+    shown wherever the row is."""
     if mfu_value is None:
         return None
-    if mfu_value > IMPOSSIBLE_MFU:
+    if mfu_value > impossible:
         return "impossible"
     if mfu_value > line:
         return "implausible"

@@ -53,7 +53,22 @@ def generation_of(gpu) -> Generation | None:
     return next((g for g in GENERATIONS.values() if cc in g.capabilities), None)
 
 
-def mfu_line(gpu) -> float:
-    """The plausibility line for MFU on this GPU (60% where its generation has no evidence of more)."""
+def mfu_line(gpu, fp8: bool = False) -> float:
+    """The plausibility line for MFU on this GPU (60% where its generation has no evidence of more). MFU is always
+    against the dense 16-bit peak (an fp8 row's too, as torchtitan reports it); an fp8 row's line is the same share
+    of the FP8 peak, so that many times higher (fp8_peak_ratio)."""
     g = generation_of(gpu)
-    return g.mfu_line if g else formulas.IMPLAUSIBLE_MFU
+    return (g.mfu_line if g else formulas.IMPLAUSIBLE_MFU) * fp8_peak_ratio(gpu, fp8)
+
+
+def fp8_peak_ratio(gpu, fp8: bool) -> float:
+    """How many times the 16-bit peak a row's physical limit is: the FP8 peak over the 16-bit one for an fp8 row
+    on a GPU with FP8 tensor cores (its linear layers' products run there), else 1."""
+    peak8, peak16 = getattr(gpu, "peak_fp8_tflops", None), getattr(gpu, "peak_16bit_tflops", None)
+    return peak8 / peak16 if fp8 and peak8 and peak16 else 1.0
+
+
+def impossible_mfu(gpu, fp8: bool = False) -> float:
+    """The MFU (against the 16-bit peak) above which a row is physically impossible: 100% of the peak its matrix
+    products can run at, the FP8 one for an fp8 row."""
+    return formulas.IMPOSSIBLE_MFU * fp8_peak_ratio(gpu, fp8)

@@ -89,10 +89,21 @@ class Gpu:
     # The GPU preset on the same chip (same compute capability, another board, clock or memory): a card with no
     # published rows of its own takes that card's fitted factor on its compute (engine/predict/generations.py)
     same_chip_as: str | None = None
+    # dense FP8 tensor throughput, fp32 accumulate (what torchao's float8 matmuls run at); None: no FP8 tensor
+    # cores (before Ada / Hopper, compute capability < 8.9) or none stated
+    peak_fp8_tflops: float | None = None
 
     @property
     def tf32(self) -> bool:
         return self.peak_tf32_tflops is not None
+
+    @property
+    def fp8(self) -> bool:
+        return self.peak_fp8_tflops is not None
+
+    @property
+    def peak_fp8_flops(self) -> float | None:
+        return self.peak_fp8_tflops * 1e12 if self.peak_fp8_tflops is not None else None
 
     @property
     def peak_16bit_flops(self) -> float:
@@ -479,6 +490,10 @@ def _gpu(gid: str, t: Table) -> Gpu:
     tf32 = t.number("peak_tf32_tflops", default=None)
     if tf32 is not None and major < 8:
         raise t._err("peak_tf32_tflops", "no TF32 peak on a GPU older than Ampere (compute capability < 8.0)", tf32)
+    fp8 = t.number("peak_fp8_tflops", default=None)
+    if fp8 is not None and _capability(cc) < (8, 9):
+        raise t._err("peak_fp8_tflops", "no FP8 peak on a GPU without FP8 tensor cores (compute capability < 8.9: "
+                                        "before Ada and Hopper)", fp8)
     price_t = t.table("price", default=None)
     paper_t = t.table("paper_price", default=None)
     form = t.str("form_factor", default=None, choices=FORM_FACTORS)
@@ -519,6 +534,7 @@ def _gpu(gid: str, t: Table) -> Gpu:
         pcie_gen=t.int("pcie_gen", default=None),
         paper_price=_price(paper_t) if paper_t is not None else None,
         same_chip_as=t.str("same_chip_as", default=None),
+        peak_fp8_tflops=fp8,
     )
     t.finish()
     return g
@@ -541,6 +557,15 @@ def _check_same_chip(gpus: Mapping[str, Gpu], origins: Origins) -> None:
         if gpus[sib].compute_capability != g.compute_capability:
             raise PresetError(file, key, f"a GPU on the same chip: gpus.{sib} is compute capability "
                                          f"{gpus[sib].compute_capability}, gpus.{g.id} {g.compute_capability}", sib)
+
+
+def _capability(cc: str) -> tuple[int, int]:
+    """'8.9' -> (8, 9); a capability without a minor part ('9') reads as (9, 0)."""
+    major, _, minor = cc.partition(".")
+    try:
+        return int(major), int(minor or 0)
+    except ValueError:
+        return int(major), 0
 
 
 def _training(t: Table) -> Training:

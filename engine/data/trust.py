@@ -5,7 +5,7 @@ A row's step is its pass x accumulation + update (when it has them), its days th
 FLOPs of one step of its run (the model's FLOPs per token, or per image, from the presets, x the batch and
 sequence its `training_run` names) over its days' worth of the GPUs' dense peak. A stored figure that disagrees
 with the recomputed one by more than 1% is replaced by it (and the row says so in `plausibility`); a row whose
-recomputed MFU is above 100% of the peak, whose time is not a positive finite number, or whose FLOPs or GPU
+recomputed MFU is above 100% of the peak (an fp8 row: of its FP8 peak, its MFU still against the 16-bit one), whose time is not a positive finite number, or whose FLOPs or GPU
 nothing here knows, is refused as the engine refuses its own (feasible false, `failure_kind` 'refused', no
 days), with why. No torch here.
 """
@@ -18,7 +18,7 @@ import re
 from typing import Any, Mapping
 
 from engine.data import formulas
-from engine.data.generations import mfu_line
+from engine.data.generations import fp8_peak_ratio, impossible_mfu, mfu_line
 
 TOLERANCE = 0.01  # a stored figure within 1% of its recomputation stands (rounding, float text)
 _RUN = re.compile(r"^(\d+)x(\d+)(px)?\b")
@@ -110,8 +110,11 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
                f"GPU {r.get('gpu')!r} is in no preset" if gpu is None else "its GPU count is not a whole number")
         return _refuse(r, f"its MFU cannot be recomputed ({why})")
     mfu = per_unit * units * steps / (days * formulas.SECONDS_PER_DAY * n * gpu.peak_16bit_flops)
+    # An fp8 row's MFU is against the 16-bit peak too; what it cannot pass is its FP8 peak (generations.py).
+    fp8 = bool(r.get("fp8"))
+    limit, ratio = impossible_mfu(gpu, fp8), fp8_peak_ratio(gpu, fp8)
     stored_mfu = _finite(r.get("mfu"))
-    if stored_mfu is not None and not _off(stored_mfu, mfu) and mfu <= formulas.IMPOSSIBLE_MFU:
+    if stored_mfu is not None and not _off(stored_mfu, mfu) and mfu <= limit:
         mfu = stored_mfu  # the same figure (a prediction capped at the line stays at it, not a hair above)
     elif stored_mfu is not None or r.get("mfu") is not None:
         fixed.append("mfu")
@@ -121,19 +124,20 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
         r["samples_per_s"] = float(found.group(1)) / step
         if not found.group(3):
             r["tokens_per_s"] = units / step
-    floor = per_unit * units * steps / (formulas.SECONDS_PER_DAY * n * gpu.peak_16bit_flops)  # days at 100% MFU
+    floor = per_unit * units * steps / (formulas.SECONDS_PER_DAY * n * gpu.peak_16bit_flops * ratio)  # at 100% of the peak
     for k in ("days_low", "days_high"):
         v = _finite(r.get(k))
         r[k] = None if v is None else max(v, floor)
-    if mfu > formulas.IMPOSSIBLE_MFU:
+    if mfu > limit:
         if str(r.get("source", "")).startswith("paper"):
             # The paper's own figures above the peak (its timer did not synchronize) are kept and flagged
             # 'impossible', as the shipped database holds them: nothing ranks or fits on such a row.
             r["plausibility"] = "impossible"
             return r
-        return _refuse(r, f"{mfu:.0%} of the GPUs' dense peak is physically impossible")
+        return _refuse(r, f"{mfu:.0%} of the GPUs' dense 16-bit peak is physically impossible"
+                          + (f" (an fp8 row's limit is the FP8 peak, {limit:.0%} of it)" if ratio != 1 else ""))
     if "mfu" in fixed or r.get("plausibility") not in ("ok", "implausible"):
-        r["plausibility"] = formulas.plausibility(mfu, mfu_line(gpu))
+        r["plausibility"] = formulas.plausibility(mfu, mfu_line(gpu, fp8), limit)
     if fixed:
         r["provenance"] = _with_note(r.get("provenance"), fixed)
     return r

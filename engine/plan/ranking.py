@@ -165,7 +165,7 @@ options AS (
     SELECT o.gpu, tr.n AS num_gpus, o.system, o.hardware_cost_usd, o.tdp_w, o.base_power_w, o.pue,
            o.cloud_usd_per_gpu_hour,
            b.days, b.source, b.grp, b.trial_id, b.mfu, b.plausibility, b.free_lunch, b.activation_checkpointing,
-           b.sharding, b.offloading, b.micro_batch, b.grad_accum, b.days_low, b.days_high, b.basis,
+           b.sharding, b.offloading, b.fused, b.fp8, b.micro_batch, b.grad_accum, b.days_low, b.days_high, b.basis,
            p.paper_days, p.paper_mfu, p.paper_plausibility,
            -- a prediction held at its GPU generation's plausible MFU (engine/predict/predictor.py): a limit, not
            -- an estimate; its provenance says so (a shared file's may be anything: not JSON reads as not capped)
@@ -368,6 +368,10 @@ def _config(r: dict[str, Any]) -> str | None:
         parts.append(r["sharding"])
     if r["offloading"]:
         parts.append("offload")
+    if r.get("fused"):
+        parts.append("fused kernels")
+    if r.get("fp8"):  # a cell's best may be an fp8 row (opt-in: only where one is stored); it never hides that
+        parts.append("fp8 (changes numerics)")
     if r["micro_batch"] and r["grad_accum"]:
         parts.append(f"micro-batch {r['micro_batch']} x {r['grad_accum']}")
     return ", ".join(parts)

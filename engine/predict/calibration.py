@@ -19,7 +19,7 @@ from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model, Presets
 from engine.data.space import Methods
 from engine.data.store import provenance_view
-from engine.predict.memory import (Need, activation_terms, arch_of, capacity_bytes, gb, methods_of,
+from engine.predict.memory import (Need, activation_terms, arch_of, beyond_the_paper, capacity_bytes, gb, methods_of,
                                    micro_batches, need, shape, static_terms)
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class Calibration:
 def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float] | None:
     """The kappa range one measured row allows: its searched micro-batch b fitted (kappa <= hi) and,
     unless b was the largest candidate, 2b did not (kappa > lo). None when the row says nothing."""
-    if row.get("source") != "measured" or row.get("gpu") not in presets.gpus:
-        return None
+    if row.get("source") != "measured" or row.get("gpu") not in presets.gpus or beyond_the_paper(row):
+        return None  # (fused kernels or FP8: another memory than the one kappa is calibrated for)
     try:
         model = presets.model(row["model"])
         s = shape(model)

@@ -64,7 +64,7 @@ def waits(pass_bytes: float, step_bytes: float, rate: float, hidden: float, kind
 def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[dict[str, float], dict[str, str]]:
     """(h per kind, a note per kind saying where it comes from)."""
     rows = [r for r in rows if r.get("source") == "measured" and r.get("feasible") and r.get("pass_s")
-            and r.get("micro_batch")]
+            and r.get("micro_batch") and not memory.beyond_the_paper(r)]
     own: dict[tuple, Mapping[str, Any]] = {}
     for r in sorted(rows, key=lambda r: str(r.get("created_at") or "")):
         if int(r.get("num_nodes") or 1) == 1 and r.get("interconnect") not in (HOST_STAGED, "sockets", "network"):

@@ -63,6 +63,8 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         return None
     if row.get("source") not in ("measured", "paper-table1", "paper-table4"):
         return None
+    if memory.beyond_the_paper(row):
+        return None  # fused kernels or FP8: not the bf16 engine the fits describe
     try:
         model, gpu = presets.model(row["model"]), presets.gpu(row["gpu"])
         s = shape(model)

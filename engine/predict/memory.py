@@ -296,6 +296,13 @@ EAGER_SCORE_BYTES_FP32 = 4
 # The loss upcasts logits to fp32, keeps the log-softmax output and, in the backward, its gradient:
 # 3 x 4 bytes per logit.
 LOGIT_BYTES = 12
+# liger-kernel's fused linear + cross-entropy (the `fused` method, issue 42) never materialises the logits: it runs
+# the LM head and the loss chunk by chunk in the forward, computes the gradient of its input there and keeps that
+# (16-bit, 2 bytes per position and hidden unit), and holds one chunk's fp32 logits at a time, a chunk of positions
+# x hidden / vocabulary positions (liger's chunk size), so positions x hidden x 4 bytes in all: 6 bytes per position
+# and hidden unit in place of 12 per logit (LigerFusedLinearCrossEntropyFunction; an assumption until a fused row's
+# micro-batch search brackets it, as kappa is calibrated).
+FUSED_CE_BYTES = 6
 # ConvNeXt block (per position and channel): input, depthwise output, LayerNorm output, 4x-wide
 # pointwise output and its GELU (4 + 4), second pointwise output, layer-scale output = 13 tensors.
 CONVNEXT_BLOCK_TENSORS = 13
@@ -346,7 +353,10 @@ def activation_terms(model: Model, methods: Methods) -> dict[str, float]:
             terms["largest stage, recomputed"] = max(per_stage)
         else:
             terms["blocks"] = sum(per_stage)
-    terms["logits and loss"] = s.logit_positions * s.logit_width * LOGIT_BYTES
+    if methods.fused and s.logit_width > s.hidden:
+        terms["fused linear + cross-entropy (no logits)"] = s.logit_positions * s.hidden * FUSED_CE_BYTES
+    else:
+        terms["logits and loss"] = s.logit_positions * s.logit_width * LOGIT_BYTES
     return terms
 
 
@@ -423,6 +433,14 @@ def methods_of(row: Mapping[str, Any]) -> Methods:
                        fused=bool(row.get("fused")), fp8=bool(row.get("fp8")))
     except ValueError as e:
         raise PlannerError(f"trial {str(row.get('trial_id'))[:40]}: {e}") from None
+
+
+def beyond_the_paper(row: Mapping[str, Any]) -> bool:
+    """A stored trial that used a method beyond the paper's space (engine/data/space.py: fused kernels, FP8). The
+    fits, the memory calibration, the communication overlap and the bands describe the bf16 engine of the paper's
+    methods: such a row feeds none of them (its own effect is an assumption until its measurements are fitted
+    apart, engine/predict/terms.py)."""
+    return bool(row.get("fused") or row.get("fp8"))
 
 
 def gb(value: float) -> str:

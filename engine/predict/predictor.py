@@ -13,7 +13,7 @@ from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
 from engine.predict import calibration, memory
 from engine.predict.comm import comm_kind, comm_overlap, waits
-from engine.data.generations import BASE, GENERATIONS, generation_of, mfu_line
+from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
 from engine.predict.intervals import Evidence, Intervals, generation_width, kind_name, unmeasured_generation_width
@@ -22,7 +22,8 @@ from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_B
                                   LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
                                   compute_flops_per_sample, compute_peak_flops, group_of, host_bytes, host_bytes_per_s,
                                   host_kind, host_transfers, link_bytes_per_s, link_name, offload_kind, optimizer_bytes,
-                                  recompute, traffic_terms, attention_share, MOE_BAND, moe_lines)
+                                  recompute, traffic_terms, attention_share, MOE_BAND, moe_lines, EXTRA_BANDS,
+                                  FP8_EFFICIENCY, FUSED_LOGIT_TRAFFIC, fp8_cast_bytes, fp8_linear_share, fp8_speedup)
 
 # --- predictions --------------------------------------------------------------------------------------
 
@@ -255,8 +256,15 @@ class Predictor:
                                "(--nodes N), or leave the network out for one machine")
         if not space.is_valid(methods, num_gpus):
             raise PredictError(f"{methods.label} is not in the search space on {num_gpus} GPU(s)")
+        if methods.fp8 and not gpu.fp8:
+            p.reason = (f"no FP8 tensor cores: the {gpu.name} ({gpu.architecture}, compute capability "
+                        f"{gpu.compute_capability}) has none; fp8 needs Ada, Hopper or Blackwell")
+            return p
         if model.training.precision == "bf16" and not gpu.bf16:
             p.reason = f"{model.id} trains in bf16, which the {gpu.name} does not support"
+            return p
+        if methods.fp8 and not memory.mixed_precision(model):
+            p.reason = f"fp8 converts the linear layers of 16-bit mixed-precision training; {model.id} trains in fp32"
             return p
         s = shape(model)
         peak = compute_peak_flops(gpu, model, methods)
@@ -311,8 +319,13 @@ class Predictor:
             # own (its generation's): the borrow is an extrapolation, never a reason to narrow it
             gen_band, gen_key = self.generations.band_for(gen.id)
         phi = attention_share(model)
-        compute_part = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
-        memory_part = residual * mb * f.x_m * km * memory_s
+        # fp8: the converted linear layers' products (a share q of the matmul FLOPs) run `speedup` times faster
+        q, speedup = (fp8_linear_share(model), fp8_speedup(gpu)) if methods.fp8 else (0.0, 1.0)
+        matmuls = (1 - q) + q / speedup
+        compute_part = residual * mb * f.x_c * compute_s * (kc * (1 - phi) * matmuls + ka * phi)
+        # fp8's weight casts, once a pass whatever the micro-batch (its activation casts are in `traffic`)
+        cast_pass = residual * f.x_m * km * fp8_cast_bytes(model, methods)[1] / (gpu.memory_bandwidth_gbs * 1e9)
+        memory_part = residual * mb * f.x_m * km * memory_s + cast_pass
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
         kind = offload_kind(methods)
@@ -332,8 +345,21 @@ class Predictor:
         update_s = gpu_update + cpu_update + comm_step
         step_s = formulas.step_time_s(pass_s, accum, update_s)
         flops_step = model.flops_per_step
+        # MFU against the 16-bit peak for every row (an fp8 one's too, as torchtitan reports it); an fp8 row's line
+        # and physical limit are its FP8 peak's (engine/data/generations.py)
         mfu = formulas.mfu(flops_step, step_s, num_gpus, gpu.peak_16bit_flops)
         line = mfu_line(gpu)  # the generation's plausibility line (engine/data/generations.py)
+        physical = fp8_peak_ratio(gpu, methods.fp8)
+        fp8_gain = 1.0
+        if methods.fp8:
+            # The line holds the bf16 engine the fits describe: an fp8 row may pass it by what fp8 gains over the same
+            # step in bf16 (its terms taken out), never by what the time model would claim past the line anyway.
+            c0 = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
+            g0 = c0 + residual * mb * f.x_m * km * (memory_s - fp8_cast_bytes(model, methods)[0] / bw)
+            w0_pass, w0_step = waits(cb_pass, cb_update, link, hidden, ck, g0)
+            step0 = formulas.step_time_s(g0 + w0_pass + host_pass, accum, gpu_update + cpu_update + w0_step)
+            fp8_gain = step0 / step_s
+            line *= fp8_gain
         capped_step = flops_step / (num_gpus * gpu.peak_16bit_flops * line)  # the fastest the line allows
         capped = mfu > line
         uncapped_mfu = mfu
@@ -347,10 +373,14 @@ class Predictor:
         evidence = self.evidence.evidence(arch, gpu.id, num_gpus)
         p.kind = kind_name(evidence, methods.offloading) + (" + over a network" if nodes > 1 else "")
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
-        unmeasured_moe = bool(s.experts) and arch not in self.bands  # its compute factor's own band, in quadrature
+        # What rests on an assumption nobody measured widens the band, in quadrature: a mixture of experts' compute
+        # factor; the methods beyond the paper's (fused kernels, FP8: their effect on time, engine/predict/terms.py)
+        widen = ([(MOE_BAND, "a mixture of experts' unmeasured compute factor")]
+                 if s.experts and arch not in self.bands else [])
+        widen += [(EXTRA_BANDS[e], f"{e}'s unmeasured effect on time ({space.EXTRA_NOTES[e]})") for e in methods.extras]
         band = self.band(arch, s.family)
-        if unmeasured_moe:
-            band = _with_moe(band)
+        for factors, what in widen:
+            band = _widened(band, factors, what)
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen_band is None:
                 gen_band = Band.from_errors([], f"{gen.name}: the published-row validation has not been run "
@@ -373,12 +403,13 @@ class Predictor:
         if self.intervals is not None:
             band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line,
                                          borrowed=card_from if card_from not in (None, gpu.id) else None)
-            if unmeasured_moe:
-                band = _with_moe(band)
-                parts = {**parts, "model": math.hypot(parts["model"], math.log(MOE_BAND[1]))}  # a measurement narrows it
-            # never below what 100% of the dense peak allows (engine/data/trust.py holds a stored row to that too)
+            for factors, what in widen:  # a measurement narrows them
+                band = _widened(band, factors, what)
+                parts = {**parts, "model": math.hypot(parts["model"], math.log(max(factors[1], 1 / factors[0])))}
+            # never below what 100% of the dense peak allows (an fp8 row: its FP8 peak; engine/data/trust.py holds a
+            # stored row to that too)
             p.days_low = max(fastest * band.low_factor,
-                             formulas.training_days(capped_step * line, model.training.steps))
+                             formulas.training_days(capped_step * line / physical, model.training.steps))
             p.days_high = slowest * band.high_factor
         elif band:
             p.days_low = max(fastest * band.low_factor, formulas.training_days(capped_step, model.training.steps))
@@ -394,7 +425,8 @@ class Predictor:
                    + (f"; residual {residual:.2f} from {', '.join(b.label() for b in same)}" if same else "")
                    + (f"; {self._generation_basis(gen, factors_from, gen_key)}"
                       if gen is not None and gen.id != BASE and self.generations is not None else "")
-                   + (f"; {self._borrowed_basis(card_from)}" if card_from not in (None, gpu.id) else ""))
+                   + (f"; {self._borrowed_basis(card_from)}" if card_from not in (None, gpu.id) else "")
+                   + "".join(f"; {x}" for x in _extra_basis(model, gpu, methods, mb, q, speedup)))
         p.terms.update({
             "group": group, "x_c": f.x_c, "x_m": f.x_m, "fit_note": f.note, "residual": residual,
             "compute_s_per_sample": compute_s, "traffic_bytes_per_sample": traffic, "peak_flops": peak,
@@ -413,9 +445,13 @@ class Predictor:
             "interval_parts": parts,  # log widths of the interval's model, generation and cap parts
             "interval_level": self.intervals.level if self.intervals is not None else None,
             "comm_hidden": hidden, "comm_pass_s": comm_pass, "comm_step_s": comm_step, "own_link_bytes_s": own_link,
+            "extras": list(methods.extras), "changes_numerics": methods.changes_numerics,
+            "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
+            "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
+        p.lines += _extra_basis(model, gpu, methods, mb, q, speedup)
         return p
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
@@ -526,6 +562,8 @@ class Predictor:
                             else f" (the {g['card_from']}'s published measurements: same chip)"
                             if g.get("card_from") not in (None, p.gpu) else " (published measurements)"))
         lines.append(f"MFU {p.mfu:.0%} of the {gpu.peak_16bit_tflops:.0f} TFLOP/s dense 16-bit peak"
+                     + (f" (fp8: still against the 16-bit peak, as torchtitan reports it; its limit is the "
+                        f"{gpu.peak_fp8_tflops:.0f} TFLOP/s FP8 peak)" if p.methods.fp8 else "")
                      + (f", capped at {t['mfu_line']:.0%} (this generation's line; the time model said "
                         f"{p.uncapped_days:.1f} days)" if p.capped and p.uncapped_days else ""))
         if band and p.days_low is not None:
@@ -535,19 +573,35 @@ class Predictor:
     # -- a whole cell --
 
     def predict_cell(self, model_id: str, gpu_id: str, num_gpus: int, method_set: str = "all", nodes: int = 1,
-                     network: Network | None = None) -> list[Prediction]:
+                     network: Network | None = None, extras: Sequence[str] = ()) -> list[Prediction]:
         """Every combination of the search space on this cell (num_gpus in all, over `nodes` machines joined by
-        `network`), fastest feasible first."""
+        `network`; with `extras`, the methods beyond the paper's: 'fused', 'fp8'), fastest feasible first."""
         out = [self.predict(model_id, gpu_id, num_gpus, m, nodes=nodes, network=network)
-               for m in space.search_space(method_set, num_gpus)]
+               for m in space.search_space(method_set, num_gpus, extras)]
         return sorted(out, key=lambda p: (not p.feasible, p.days if p.days is not None else math.inf))
 
 
-def _with_moe(band: Band | None) -> Band:
-    """A band widened, in quadrature, by a mixture of experts' unmeasured compute factor (terms.MOE_BAND)."""
-    return combine(band, Band(MOE_BAND[0], MOE_BAND[1], (), "mixture of experts, unmeasured"),
-                   f"{band.what if band else 'no model band'}; and a mixture of experts' unmeasured compute factor "
-                   f"({MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x)")
+def _widened(band: Band | None, factors: tuple[float, float], what: str) -> Band:
+    """A band widened, in quadrature, by what an unmeasured assumption may be off by (days x factors[0] to x
+    factors[1]): a mixture of experts' compute factor (terms.MOE_BAND), a method beyond the paper's
+    (terms.EXTRA_BANDS)."""
+    return combine(band, Band(factors[0], factors[1], (), what),
+                   f"{band.what if band else 'no model band'}; and {what} ({factors[0]:g}x-{factors[1]:g}x)")
+
+
+def _extra_basis(model: Model, gpu: Gpu, methods: Methods, micro_batch: int, q: float, speedup: float) -> list[str]:
+    """What a prediction of the methods beyond the paper's rests on, in words: assumptions, not measurements."""
+    out = []
+    if methods.fused:
+        out.append(f"fused (liger-kernel, same maths): the logits never held (memory: micro-batch {micro_batch}); "
+                   f"the loss's traffic x {FUSED_LOGIT_TRAFFIC:g}, compile fusing the rest already: an assumption, "
+                   "unmeasured, band widened")
+    if methods.fp8:
+        out.append(f"fp8 (torchao float8, CHANGES NUMERICS): {q:.0%} of the matmul FLOPs (the LM head and attention "
+                   f"stay 16-bit) run {speedup:.2f}x faster = the FP8 / 16-bit peak ({gpu.peak_fp8_tflops:g} / "
+                   f"{gpu.peak_16bit_tflops:g}) x {FP8_EFFICIENCY:g}, an assumption set from torchtitan's Llama-3.1-8B "
+                   "on 8 x H100 (1.28x), plus the casts' traffic; unmeasured, band widened")
+    return out
 
 
 def _memory_lines(need: memory.Need, capacity_gb: float | None) -> list[str]:

@@ -182,6 +182,69 @@ MOE_COMPUTE_FACTOR = 2.0
 MOE_BAND = (0.5, 2.0)  # days x these factors: from four times a dense model's efficiency to the same as one
 
 
+# --- the methods beyond the paper's (issue 42): assumptions until their own measurements are fitted --------------
+#
+# fp8 (torchao's float8 training, tensorwise scaling, under torch.compile): the linear layers' matrix products run
+# on FP8 tensor cores, at most peak_fp8 / peak_16bit (2x on every card the presets hold) faster; accelerate's
+# torchao filter (accelerate.utils.ao.filter_linear_layers) leaves the first and last linear layers (the LM head)
+# in bf16, and attention's s x s products stay 16-bit. What share of that 2x a real run gets is FP8_EFFICIENCY, set
+# from the one published same-job comparison we hold: torchtitan's docs/performance.md, Llama-3.1-8B on 8 x H100
+# (FSDP + torch.compile 6,667 tokens/s per GPU; + Float8 8,532: 1.28x). 0.77 makes this time model give that job's
+# shape (Llama-3.1-8B from its config, sequence 8,192, checkpointed FSDP-2 on 8 x H100) 1.28x: 9.46 s a step in
+# bf16, 7.40 s with fp8. The same 0.77 gives shorter sequences more (attention, which stays 16-bit, is less of their
+# step); torchao's own tables show small matrices (hidden 2,048) gain less, which the band (FP8_BAND) covers, down
+# to no gain at all.
+FP8_EFFICIENCY = 0.77
+# Each converted linear casts its input (forward) and its output's gradient (backward) to FP8: the 16-bit tensor
+# read (2 bytes) and the FP8 copy written (1); compile fuses the scale's amax into the producer. The weights are cast
+# once a pass each way (the forward's and the transposed copy for the backward): 2 x 3 bytes per parameter.
+FP8_CAST_BYTES = 3
+FP8_BAND = (0.85, 1.4)  # days x these: 15% faster than assumed, to slower than bf16 (small matrices, cast overhead)
+# fused (liger-kernel: fused linear + cross-entropy, RMSNorm/LayerNorm, SwiGLU/GeGLU, RoPE; the same maths): under
+# torch.compile the norms, activations and rotary are fused already, so its time effect is the loss: the logits are
+# written once per chunk in fp32 and read back for the two gradient products, in place of compile's separate
+# up-cast, log-softmax and gradient kernels: FUSED_LOGIT_TRAFFIC of their traffic (an assumption). Its main effect is
+# memory (engine/predict/memory.py: no logits, so larger micro-batches).
+FUSED_LOGIT_TRAFFIC = 0.5
+FUSED_BAND = (0.9, 1.15)  # days x these: the chunked products may cost more than the traffic they save
+EXTRA_BANDS = {"fused": FUSED_BAND, "fp8": FP8_BAND}
+
+
+def fp8_linear_share(model: Model) -> float:
+    """The share of the preset's FLOPs (attention's s x s products apart) that torchao's float8 runs in FP8: all
+    but the LM head's products (6 x positions x hidden x vocabulary a sample), which accelerate keeps in bf16."""
+    s = shape(model)
+    head = 6.0 * s.logit_positions * s.hidden * s.logit_width
+    per = flops_per_sample(model)
+    return max(0.0, 1.0 - head / per) if per > 0 else 0.0
+
+
+def fp8_speedup(gpu: Gpu) -> float:
+    """How much faster the converted matrix products run: the FP8 peak over the 16-bit one, x FP8_EFFICIENCY, never
+    below 1 (a GPU without FP8 tensor cores never gets here: the predictor calls fp8 infeasible on it)."""
+    if not getattr(gpu, "peak_fp8_tflops", None):
+        return 1.0
+    return max(1.0, gpu.peak_fp8_tflops / gpu.peak_16bit_tflops * FP8_EFFICIENCY)
+
+
+def fp8_cast_bytes(model: Model, methods: Methods) -> tuple[float, float]:
+    """(bytes per sample, bytes per pass) that float8's casts move: each converted linear's input and output
+    gradient per position (in-width + out-width, again in a checkpointed recompute), and its weight twice a pass."""
+    if not methods.fp8:
+        return 0.0, 0.0
+    s = shape(model)
+    if s.family != "transformer" or not s.heads:
+        return 0.0, 0.0
+    d = s.head_dim or s.hidden // s.heads
+    q, kv = s.heads * d, (s.kv_heads or s.heads) * d
+    f = s.inner or 4 * s.hidden
+    # q, k, v and o; the MLP's up (and gate) and down: each linear's input width + output width
+    per_token = (s.hidden + q + 2 * kv) + (q + s.hidden) + (s.hidden + f) * (2 if s.gated else 1) + (f + s.hidden)
+    per_sample = recompute(model, methods) * FP8_CAST_BYTES * per_token * s.layers * s.tokens
+    linear_params = s.layers * (s.hidden * (q + 2 * kv) + q * s.hidden + (3 if s.gated else 2) * s.hidden * f)
+    return per_sample, 2 * FP8_CAST_BYTES * linear_params
+
+
 def moe_factor(model: Model) -> float:
     return MOE_COMPUTE_FACTOR if shape(model).experts else 1.0
 
@@ -246,7 +309,14 @@ def traffic_terms(model: Model, methods: Methods) -> dict[str, float]:
     if s.family == "convnext":
         elem = 2.0 if memory.mixed_precision(model) else 4.0
         terms["blocks"] = k * CONVNEXT_BLOCK_TRAFFIC * elem * sum(r * r * c * d for r, c, d in s.stages)
-    terms["logits and loss"] = LOGIT_TRAFFIC * s.logit_positions * s.logit_width * (1 if w == 1 else 1.5)
+    logits = LOGIT_TRAFFIC * s.logit_positions * s.logit_width * (1 if w == 1 else 1.5)
+    if methods.fused:
+        terms["logits and loss (fused, chunked)"] = FUSED_LOGIT_TRAFFIC * logits
+    else:
+        terms["logits and loss"] = logits
+    cast, _ = fp8_cast_bytes(model, methods)
+    if cast:
+        terms["fp8 casts (inputs, gradients)"] = cast
     return terms
 
 

@@ -30,13 +30,17 @@ from engine.data.store import Store, plain, provenance_of
 FORMAT = "tui-planner-recipe/1"
 TRAINING_ARGS, DEEPSPEED, LAUNCH, EXPLAIN, PLAN = (
     "training_args.json", "ds_config.json", "launch.sh", "EXPLAIN.txt", "plan.json")
+ACCELERATE = "accelerate_config.yaml"  # an fp8 row's FP8 recipe (issue 42)
 
 # A usable measurement: measured here, fits, timed, and not faster than the GPU can go.
 # A usable row has every timing a recipe needs, positive and finite (a shared results file may hold anything).
 _USABLE = (f"source = 'measured' AND feasible AND failure_kind IS NULL "
            f"AND isfinite(step_s) AND step_s > 0 AND isfinite(pass_s) AND pass_s > 0 AND isfinite(update_s) "
            f"AND update_s >= 0 AND isfinite(days) AND days > 0 AND micro_batch >= 1 AND grad_accum >= 1 "
-           f"AND (mfu IS NULL OR mfu <= {formulas.IMPOSSIBLE_MFU})")
+           f"AND (mfu IS NULL OR mfu <= {formulas.IMPOSSIBLE_MFU} "
+           # an fp8 row's MFU is against the 16-bit peak: its limit is its FP8 peak (engine/data/generations.py),
+           # which trust.recheck and the sweep hold it to and mark 'impossible' past
+           f"OR (coalesce(fp8, false) AND plausibility IS DISTINCT FROM 'impossible'))")
 
 
 @dataclass
@@ -205,6 +209,17 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                      "or the passes are slower. It applies as in the benchmark: batches without an attention_mask "
                      "(no padding); with gradient checkpointing (no cache), unpacked=True says each row is one "
                      "sequence: leave it out if your data packs several documents into a row")
+    if row.get("fused"):
+        args["use_liger_kernel"] = True  # liger-kernel's fused kernels, as the benchmark applied them
+    if row.get("fp8"):
+        # transformers sets the mixed precision from bf16/fp16 (TrainingArguments.mixed_precision), which would
+        # override accelerate's fp8: off here, the FP8 recipe comes from accelerate (fp8_env, accelerate_config.yaml),
+        # whose autocast runs what stays 16-bit in bf16
+        args["bf16"] = args["fp16"] = False
+        notes.append("fp8 CHANGES NUMERICS: the linear layers' matrix products run in FP8 (torchao float8, tensorwise "
+                     "scaling) through accelerate's mixed_precision fp8 with the torchao backend (AO); launch.sh sets "
+                     "it in the environment, accelerate_config.yaml says the same for `accelerate launch`; bf16 is off "
+                     "in training_args.json only so that it does not override fp8. Check the loss against a bf16 run")
     if row["sharding"] and row["sharding"].startswith("zero"):
         args["deepspeed"] = DEEPSPEED
     elif row["sharding"] and row["sharding"].startswith("fsdp"):
@@ -269,6 +284,8 @@ def for_device(args: dict, ds: dict | None, device: str, notes: list[str]) -> No
     if args.get("optim") == "adamw_torch_fused":
         args["optim"] = "adamw_torch"
         notes.append("fused AdamW is the benchmark's CUDA kernel: plain AdamW on the CPU")
+    if args.pop("use_liger_kernel", None):
+        notes.append("liger-kernel's fused kernels are Triton kernels for CUDA GPUs: off on the CPU")
     if ds is not None:
         cpu_deepspeed_config(ds, notes)
 
@@ -288,6 +305,40 @@ def cpu_deepspeed_config(ds: dict, notes: list[str]) -> None:
 # --- the files -------------------------------------------------------------------------------------
 
 
+def fp8_env(plan: dict) -> dict[str, str]:
+    """The environment accelerate reads an FP8 recipe from (what `accelerate launch --config_file` sets from
+    fp8_config: accelerate.utils.launch.setup_fp8_env; read back by AORecipeKwargs): mixed precision fp8 with the
+    torchao backend, inner dimensions padded for torch._scaled_mm, FP8 all-gathers under FSDP. Empty for a plan
+    without fp8."""
+    if not plan.get("fp8"):
+        return {}
+    fsdp = str(plan.get("sharding") or "").startswith("fsdp")
+    return {"ACCELERATE_MIXED_PRECISION": "fp8", "ACCELERATE_FP8_BACKEND": "AO", "ACCELERATE_FP8_PAD_INNER_DIM": "true",
+            "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "true" if fsdp else "false"}
+
+
+def accelerate_config(plan: dict) -> str | None:
+    """accelerate_config.yaml for an fp8 plan (`accelerate launch --config_file`): the keys accelerate 1.x's
+    `accelerate config` writes for the torchao backend (mixed_precision: fp8; fp8_config: backend AO,
+    enable_fsdp_float8_all_gather, pad_inner_dim). None without fp8."""
+    env = fp8_env(plan)
+    if not env:
+        return None
+    world = int(plan.get("world_size") or 1)
+    kind = "FSDP" if str(plan.get("sharding") or "").startswith("fsdp") else "MULTI_GPU" if world > 1 else "NO"
+    return ("# tui-planner export: the FP8 recipe (torchao float8 training; changes numerics). FSDP's own settings\n"
+            "# are in training_args.json (fsdp_config), which the Trainer passes to accelerate.\n"
+            "compute_environment: LOCAL_MACHINE\n"
+            f"distributed_type: {kind}\n"
+            "mixed_precision: fp8\n"
+            "fp8_config:\n"
+            "  backend: AO\n"
+            f"  enable_fsdp_float8_all_gather: {env['ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER']}\n"
+            "  pad_inner_dim: true\n"
+            "num_machines: 1\n"
+            f"num_processes: {world}\n")
+
+
 def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
     row, runner_up = choice.row, choice.runner_up
     model = presets.model(row["model"])
@@ -300,7 +351,8 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
     world = row["num_gpus"] * row["num_nodes"]
     prov = _prov(row)
     keep = ("trial_id", "run_id", "source", "model", "gpu", "num_gpus", "num_nodes", "free_lunch", "compile", "tf32",
-            "attention", "kernel", "activation_checkpointing", "sharding", "offloading", "micro_batch", "grad_accum",
+            "attention", "kernel", "activation_checkpointing", "sharding", "offloading", "fused", "fp8", "numerics",
+            "micro_batch", "grad_accum",
             "pass_s", "update_s", "step_s", "days", "mfu", "plausibility", "peak_memory_gb", "created_at")
     plan = {
         "format": FORMAT,
@@ -315,7 +367,9 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
         "attn_implementation": row["attention"],
         "checkpointing": (prov.get("checkpointing") or model.checkpointing)
         if row["activation_checkpointing"] else None,
-        "files": {"training_args": TRAINING_ARGS, "deepspeed": DEEPSPEED if ds else None},
+        "changes_numerics": bool(row.get("fp8")),
+        "files": {"training_args": TRAINING_ARGS, "deepspeed": DEEPSPEED if ds else None,
+                  "accelerate": ACCELERATE if row.get("fp8") else None},
         "runner_up": None if runner_up is None else {
             **{k: plain(runner_up.get(k)) for k in ("trial_id", "micro_batch", "grad_accum", "step_s", "days", "mfu")},
             "methods": label(runner_up)},
@@ -386,6 +440,10 @@ def _launch(plan: dict, model: Model) -> str:
         # Clipping offloaded gradients all-reduces their norm on the CPU: accelerate adds gloo beside NCCL
         # only when these say FSDP offload, and transformers sets them too late (after the process group).
         alloc += "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true  # gloo beside NCCL for CPU tensors\n"
+    fp8 = fp8_env(plan)
+    if fp8:  # fixed names and values of ours, no data from the row
+        alloc += ("# fp8 (changes numerics): accelerate's FP8 recipe, torchao backend (as accelerate_config.yaml)\n"
+                  "export " + " ".join(f"{k}={v}" for k, v in fp8.items()) + "\n")
     return f"""#!/usr/bin/env bash
 # {c(model.name)} on {cell}: {c(plan['methods'])}, micro-batch \
 {int(plan['micro_batch'])} x {int(plan['grad_accum'])} accumulation
@@ -430,6 +488,12 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
         f"{why} for this cell in {plan['db']}" + (f" (besides {others} trials)" if others else "") + ".",
     ]
     lines += ["  " + s for s in _method_lines(plan, model)]
+    if plan.get("fused"):
+        lines.append("  fused: liger-kernel's fused kernels (use_liger_kernel): the same maths within bf16 rounding")
+    if plan.get("fp8"):
+        lines.append("  fp8 CHANGES NUMERICS: the linear layers' matrix products in FP8 (torchao float8 through "
+                     "accelerate, accelerate_config.yaml); not the same training as bf16: compare the loss"
+                     + (f" (measured: {plan['numerics']})" if plan.get("numerics") else ""))
     ru = plan["runner_up"]
     if ru:
         slower = ru["step_s"] / plan["step_s"] - 1
@@ -443,6 +507,8 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
     files = [f"{TRAINING_ARGS} (Hugging Face TrainingArguments)"]
     if plan["files"]["deepspeed"]:
         files.append(f"{DEEPSPEED} (DeepSpeed; \"auto\" values come from {TRAINING_ARGS})")
+    if plan["files"].get("accelerate"):
+        files.append(f"{ACCELERATE} (accelerate's FP8 recipe, torchao; launch.sh sets the same in the environment)")
     files += [f"{LAUNCH} (torchrun)", f"{PLAN} (the source trial, for verify)"]
     lines += ["", "Files: " + ", ".join(files) + "."]
     if plan["notes"]:
@@ -523,10 +589,14 @@ def write(recipe: Recipe, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     for stale in (DEEPSPEED, "verify.json"):  # a previous export's ZeRO config or verdict must not linger
         (out / stale).unlink(missing_ok=True)
+    (out / ACCELERATE).unlink(missing_ok=True)  # nor a previous export's FP8 recipe
     files = {TRAINING_ARGS: _json(recipe.training_args), LAUNCH: recipe.launch, EXPLAIN: recipe.explain,
              PLAN: _json(recipe.plan)}
     if recipe.deepspeed is not None:
         files[DEEPSPEED] = _json(recipe.deepspeed)
+    acc = accelerate_config(recipe.plan)
+    if acc is not None:
+        files[ACCELERATE] = acc
     paths = []
     for name, text in files.items():
         path = out / name

@@ -119,7 +119,9 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
         args["output_dir"] = str(Path(tmp) / "checkpoints")
         spec = {"training_args": args, "deepspeed": ds, "model_preset": plan["model_preset"],
                 "attn_implementation": plan.get("attn_implementation"), "checkpointing": plan.get("checkpointing"),
-                "device": device, "warmup": req.warmup, "seed": 0}
+                "device": device, "warmup": req.warmup, "seed": 0,
+                # fp8: accelerate's FP8 recipe, as launch.sh exports it (the worker sets it before TrainingArguments)
+                "env": recipe.fp8_env(plan) if device == "cuda" else {}}
         spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec_path.write_text(json.dumps(spec))
         cmd = [*agent.command(), f"--log-dir={Path(tmp) / 'logs'}", "--standalone", "--nnodes=1",

@@ -60,6 +60,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         kwargs["deepspeed"] = spec["deepspeed"]  # the exported file's content, "auto" values and all
         if device == "cpu":  # the export itself names torch's AdamW there
             skip_inference_comm_build()
+    os.environ.update(spec.get("env") or {})  # fp8: accelerate's FP8 recipe (export.fp8_env), as launch.sh sets it
     args = TrainingArguments(**kwargs)  # first: with ZeRO-3, transformers partitions the model as it is built
     torch.manual_seed(spec["seed"])
     net = modeling.build_model(model, spec["attn_implementation"] or "none", device)
