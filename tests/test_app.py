@@ -1550,6 +1550,54 @@ def test_the_app_command_opens_on_a_config_and_its_run_or_says_why_not(db, monke
     assert "image model" in capsys.readouterr().err and len(opened) == 1
 
 
+def test_a_model_added_on_the_plan_screen_is_one_to_benchmark_from_its_config(db, tmp_path, monkeypatch):
+    """Issue 40: a model added with `a` is listed on the Benchmark screen (open before it came) and chosen
+    there, and the sweep is asked for its config.json (`bench --model CONFIG`: no preset holds its id); on the
+    CPU a model as small as the tiny ones is listed too, a large one is not."""
+    import json
+
+    from engine.bench import environment
+    from engine.data.runs import model_for
+
+    monkeypatch.setattr(environment, "probe", lambda: environment.Machine(host="here", torch="2"))  # no GPU
+    big = tmp_path / "config.json"
+    big.write_text(json.dumps(json.loads(OLMO.read_text()) | {"_name_or_path": "lab/olmo-9l", "num_hidden_layers": 9}))
+    tiny = ROOT / "tests" / "fixtures" / "configs" / "llama.json"
+    tiny_id = model_for(load_presets(include_user=False), str(tiny))[1].id
+
+    async def add(pilot, app, path: Path, model_id: str) -> None:
+        await pilot.press("1", "a")
+        await pilot.pause(0.2)
+        app.screen.query_one("#path", Input).value = str(path)
+        await pilot.press("enter")
+        await ranked_on(pilot, app, model_id)
+        await pilot.press("3")
+
+    async def go():
+        app = make_app(db)
+        async with app.run_test(size=SIZE) as pilot:
+            await ranked(pilot, app)
+            await pilot.press("3")
+            screen = app.screen
+            for _ in range(200):
+                await pilot.pause(0.05)
+                if screen.machine is not None:
+                    break
+            device, model = screen.query_one("#b-device", Select), screen.query_one("#b-model", Select)
+            device.value = "cuda"
+            await pilot.pause(0.05)
+            await add(pilot, app, big, "olmo-9l")
+            assert app.screen is screen and model.value == "olmo-9l"
+            assert screen.request().model == str(big.resolve())
+            device.value = "cpu"
+            await pilot.pause(0.05)
+            assert model.value != "olmo-9l"  # a billion parameters: not on the CPU
+            await add(pilot, app, tiny, tiny_id)
+            assert model.value == tiny_id and screen.request().model == str(tiny.resolve())
+
+    asyncio.run(go())
+
+
 def test_a_adds_a_model_from_a_config_path_or_the_hugging_face_cache_named_as_its_config_says(db, tmp_path, monkeypatch):
     """Issue 40: `a` on the Plan screen asks for a config.json's path (→ completes it) or a model id in the local
     Hugging Face cache (offline); the model is then listed, planned and named by its `_name_or_path`, shown

@@ -121,6 +121,26 @@ def test_deepseek_latent_attention_and_shared_experts_count_as_active():
     assert d["flops"][0] == pytest.approx(6 * matmul, rel=0.03) and d["shared_ffn"] == 32
 
 
+def _deeper(config: dict, more: int) -> dict:
+    """The same model with `more` blocks more in each of its stacks."""
+    keys = built.SIZE_LIMITS["layers"][0]
+    return {k: v + more if k in keys and isinstance(v, int) else v for k, v in config.items()}
+
+
+@pytest.mark.parametrize("name, change", [(n, {}) for n in ALL] + [
+    ("qwen2_moe", {"mlp_only_layers": [1, 4]}),  # dense blocks between the experts' (not only leading ones)
+    ("deepseek_v3", {"first_k_dense_replace": 3}),
+], ids=lambda x: x if isinstance(x, str) else ",".join(x) or "-")
+def test_counting_by_blocks_is_counting_the_whole_model(name, change):
+    """The FLOPs counted with a few blocks and the rest added by difference (the fast path) equal those of the
+    whole model, at every length, for every fixture with a few blocks more."""
+    config = {**_deeper(_config(name), 3), **change}
+    cfg, auto, kind, net, _ = built._build(config)
+    names, lengths = built._block_names(net), built.LENGTHS[kind]
+    fast = built._counted(cfg, auto, kind, net, names, lengths, whole=False)
+    assert fast == pytest.approx(built._counted(cfg, auto, kind, net, names, lengths, whole=True), rel=1e-9)
+
+
 @pytest.mark.parametrize("change, field", [
     ({"auto_map": {"AutoModelForCausalLM": "modeling_x.X"}}, "auto_map"),
     ({"trust_remote_code": True}, "trust_remote_code"),

@@ -9,15 +9,18 @@ downloaded, never `trust_remote_code`) with the Auto class its config asks for (
 sequence-to-sequence LM). What is read from the real module tree: the parameter counts (total, input
 embeddings, per repeated block, the experts a token does not reach), the repeated block class (what FSDP wraps
 and checkpointing recomputes: transformers' `_no_split_modules`), and the FLOPs of one training step (forward
-+ backward) counted by `torch.utils.flop_counter.FlopCounterMode` on meta tensors at three sequence lengths,
++ backward) counted by `torch.utils.flop_counter.FlopCounterMode` on meta tensors at two sequence lengths,
 which pins down a per-sample count F(s) = a x s + b x s^2 exactly for attention models (a: everything linear
-in the tokens; b: attention's s x s products). Encoder-decoders are counted over input and target lengths
-(s, t): F = a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t. A mixture of experts runs its experts as one
-batched product per token (transformers' `batched_mm` experts), so the count is of the experts a token is
-routed to: its active FLOPs, router included.
+in the tokens; b: attention's s x s products). Encoder-decoders are counted over five pairs of input and
+target lengths (s, t): F = a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t. A mixture of experts runs its experts
+as one batched product per token (transformers' `batched_mm` experts), so the count is of the experts a token
+is routed to: its active FLOPs, router included. Counting costs time per block, not per FLOP, so a model of
+many like blocks is counted with its first block and one more of each kind, and the rest added by difference
+(`_count_by_blocks`: exact, and checked against counting the whole model in tests/test_built.py).
 
 The build runs in its own process (`python -m engine.data.built FILE`, torch and transformers imported there
-only), so the planner never loads torch and a build that fails or hangs costs a message, not the app. The
+only, without the optional packages transformers would load and the interpreter's teardown), so the planner
+never loads torch and a build that fails or hangs costs a message, not the app. The
 description is cached as JSON by the config's hash in the user's cache directory
 ($XDG_CACHE_HOME/tui-planner/described/, else ~/.cache/...): a later `predict` reads it without torch.
 """
@@ -35,7 +38,7 @@ from typing import Any, Mapping
 
 from engine.data.errors import PlannerError
 
-VERSION = 1  # of the description's layout: a cached description of another version is built again
+VERSION = 2  # of the description's layout: a cached description of another version is built again
 BUILD_TIMEOUT_S = 300
 # Sizes past these are a mistake in the file (or a model no one can train this decade), said before building:
 # a million layers would be a million modules even on the meta device.
@@ -166,6 +169,10 @@ def build(config: Mapping[str, Any], where: str = "config.json", timeout_s: floa
 OBJECTIVE_OF = {"causal": "causal-lm", "masked": "masked-lm", "seq2seq": "seq2seq-lm"}
 EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
 PER_TOKEN = ("num_experts_per_tok", "moe_top_k", "num_experts_per_token", "top_k")
+# The lengths the FLOPs are counted at: as many as the per-sample count has coefficients (a x s + b x s^2; or
+# a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t), so the fit solves them exactly.
+LENGTHS = {"causal": [(64, 0), (128, 0)], "masked": [(64, 0), (128, 0)],
+           "seq2seq": [(64, 32), (128, 32), (64, 16), (128, 64), (256, 32)]}
 
 
 def _attr(cfg: Any, *names: str, default: Any = None) -> Any:
@@ -205,11 +212,15 @@ def _choose(cfg: Any, config: Mapping[str, Any]) -> tuple[Any, str]:
                      "in this transformers (the planner pre-trains those)")
 
 
-def _count_flops(net: Any, kind: str, vocab: int, lengths: list[tuple[int, int]]) -> list[float]:
+def _count_flops(net: Any, kind: str, lengths: list[tuple[int, int]]) -> list[float]:
+    """The FLOPs of one training step (forward, loss, backward) of one sample at each (input, target) length."""
     import torch
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
 
+    # An encoder is given an attention mask, else some (DeBERTa) read the ids for padding; others (ModernBERT)
+    # read the mask's values, which meta tensors do not have: each is tried, and the one that runs is kept.
+    masks = [True, False] if kind == "masked" else [False]
     out = []
     for s, t in lengths:
         ids = torch.zeros((1, s), dtype=torch.long, device="meta")
@@ -218,14 +229,93 @@ def _count_flops(net: Any, kind: str, vocab: int, lengths: list[tuple[int, int]]
         if kind == "seq2seq":
             target = torch.zeros((1, t), dtype=torch.long, device="meta")
             kwargs["decoder_input_ids"] = target
-        elif kind == "masked":
-            kwargs["attention_mask"] = torch.ones_like(ids)  # else transformers reads the ids for padding
-        with FlopCounterMode(display=False) as counter:
-            logits = net(**kwargs).logits
-            F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1)).backward()
+        for i, mask in enumerate(masks):
+            if mask:
+                kwargs["attention_mask"] = torch.ones_like(ids)
+            else:
+                kwargs.pop("attention_mask", None)
+            try:
+                with FlopCounterMode(display=False) as counter:
+                    logits = net(**kwargs).logits
+                    F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1)).backward()
+            except Exception:
+                net.zero_grad(set_to_none=True)
+                if i == len(masks) - 1:
+                    raise
+                continue
+            masks = [mask]
+            break
         out.append(float(counter.get_total_flops()))
         net.zero_grad(set_to_none=True)
     return out
+
+
+def _block_lists(net: Any, names: set[str]) -> list[tuple[Any, str, Any]]:
+    """Each list of repeated blocks in the tree, as (its parent, its attribute, the list)."""
+    import torch
+
+    found = []
+    for parent in net.modules():
+        for attr, child in parent.named_children():
+            if isinstance(child, torch.nn.ModuleList) and len(child) and all(type(c).__name__ in names for c in child):
+                found.append((parent, attr, child))
+    return found
+
+
+def _signature(block: Any) -> tuple:
+    """What a block's FLOPs can depend on besides the lengths: its module tree and its parameters' shapes (a dense
+    block and a mixture of experts differ; so do T5's first block, which holds the position bias, and the rest)."""
+    tree = tuple((n, type(m).__name__) for n, m in block.named_modules())
+    return tree, tuple((n, tuple(p.shape)) for n, p in block.named_parameters())
+
+
+def _count_by_blocks(net: Any, kind: str, lengths: list[tuple[int, int]], names: set[str],
+                     whole: bool | None = None) -> list[float]:
+    """The whole model's FLOPs at each length, counted on copies of it with few blocks.
+
+    Counting dispatches every operation of the step in Python (some 300 per block on the meta device), so a
+    model of L blocks costs L times one block. The FLOPs are affine in how many blocks of each kind the model
+    holds: F(n) = F_rest + sum_k n_k f_k, the lengths being equal. So the model is counted with the first
+    block of each list of blocks alone, then with one more block of each kind (kinds with as many blocks left
+    count together: T5's 11 encoder and 11 decoder blocks after the first, which holds the position bias, are
+    one count), and F(all) = F(first) + sum over those groups of (blocks left) x (F(with one more) - F(first)).
+    That is exact where blocks of one kind cost the same, which is what the kind says (module tree and
+    parameter shapes); tests/test_built.py checks it against counting the whole model. `whole`: True counts the
+    whole model, False by blocks, None whichever runs fewer blocks."""
+    import torch
+
+    lists = _block_lists(net, names)
+    again: dict[int, list[tuple[int, int]]] = {}  # blocks left of a kind -> (list, a block of that kind)
+    for li, (_, _, blocks) in enumerate(lists):
+        kinds: dict[tuple, list[int]] = {}
+        for i, b in enumerate(blocks):
+            kinds.setdefault(_signature(b), []).append(i)
+        for idx in kinds.values():
+            left = [i for i in idx if i != 0]
+            if left:
+                again.setdefault(len(left), []).append((li, left[0]))
+    # Each count runs the embeddings, the head and the loss besides its blocks (some two blocks' worth): a
+    # model of few blocks is counted whole.
+    by_blocks = (len(again) + 1) * (len(lists) + 2) + sum(len(e) for e in again.values())
+    if whole or (whole is None and by_blocks >= sum(len(b) for _, _, b in lists) + 2):
+        return _count_flops(net, kind, lengths)
+
+    def counted(extra: list[tuple[int, int]]) -> list[float]:
+        for li, (parent, attr, blocks) in enumerate(lists):
+            keep = [0] + sorted(i for lj, i in extra if lj == li)
+            setattr(parent, attr, torch.nn.ModuleList([blocks[i] for i in keep]))
+        try:
+            return _count_flops(net, kind, lengths)
+        finally:
+            for parent, attr, blocks in lists:
+                setattr(parent, attr, blocks)
+
+    base = counted([])
+    total = list(base)
+    for repeats, extra in sorted(again.items()):
+        more = counted(extra)
+        total = [x + repeats * (m - b) for x, m, b in zip(total, more, base)]
+    return total
 
 
 def _fit(kind: str, lengths: list[tuple[int, int]], flops: list[float]) -> list[float]:
@@ -242,8 +332,8 @@ def _fit(kind: str, lengths: list[tuple[int, int]], flops: list[float]) -> list[
     return [max(0.0, x) for x in sol]
 
 
-def describe_by_building(config: dict) -> dict:
-    """The description (see the module's docstring) of the model a config.json describes. Imports torch."""
+def _build(config: dict) -> tuple[Any, Any, str, Any, str]:
+    """(transformers' config, the Auto class, causal/masked/seq2seq, the model on the meta device, its attention)."""
     import torch
     import transformers as tf
 
@@ -260,8 +350,7 @@ def describe_by_building(config: dict) -> dict:
     except Exception as e:  # transformers validates configs with many exception types
         raise BuildError(f"transformers refuses its values: {str(e)[:200]}") from None
     auto, kind = _choose(cfg, config)
-    experts = _attr(cfg, *EXPERTS, default=0) or 0
-    if experts:
+    if _attr(cfg, *EXPERTS, default=0):
         try:
             cfg._experts_implementation = "batched_mm"  # one product per routed token: countable on meta tensors
         except Exception:
@@ -278,6 +367,46 @@ def describe_by_building(config: dict) -> dict:
     if net is None:
         raise BuildError(f"transformers cannot build model_type {mt!r} from it: {str(why)[:200]}")
     net.train()
+    return cfg, auto, kind, net, attention
+
+
+def _block_names(net: Any) -> set[str]:
+    """The repeated blocks: the classes transformers will not split, as found in the tree."""
+    import torch
+
+    names = set(getattr(net, "_no_split_modules", None) or ()) & {type(m).__name__ for m in net.modules()}
+    if not names:  # a model that does not say (DeBERTa): the class of its largest list of like modules
+        lists = [m for m in net.modules() if isinstance(m, torch.nn.ModuleList) and len(m)
+                 and len({type(c) for c in m}) == 1]
+        if lists:
+            biggest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
+            names = {type(biggest[0]).__name__}
+    return names
+
+
+def _counted(cfg: Any, auto: Any, kind: str, net: Any, names: set[str], lengths: list[tuple[int, int]],
+             whole: bool | None = None) -> list[float]:
+    """The model's FLOPs per training step of one sample at each length; with eager attention where SDPA's mask
+    reads the inputs' values (which meta tensors do not have)."""
+    import torch
+
+    try:
+        return _count_by_blocks(net, kind, lengths, names, whole)
+    except Exception:
+        with torch.device("meta"):
+            eager = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager")
+        eager.train()
+        return _count_by_blocks(eager, kind, lengths, names, whole)
+
+
+def describe_by_building(config: dict) -> dict:
+    """The description (see the module's docstring) of the model a config.json describes. Imports torch."""
+    import torch
+    import transformers as tf
+
+    cfg, auto, kind, net, attention = _build(config)
+    mt = config["model_type"]
+    experts = _attr(cfg, *EXPERTS, default=0) or 0
     params = {id(p): p for p in net.parameters()}
     total = sum(p.numel() for p in params.values())
     emb_ids = {id(m.weight) for m in net.modules() if isinstance(m, torch.nn.Embedding)}
@@ -291,14 +420,7 @@ def describe_by_building(config: dict) -> dict:
                 expert_params += sum(p.numel() for p in m.parameters())
                 moe_layers += 1
     inactive = round(expert_params * (1 - min(k, experts) / experts)) if experts and k else 0
-    # The repeated blocks: the classes transformers will not split, as found in the tree.
-    names = set(getattr(net, "_no_split_modules", None) or ()) & {type(m).__name__ for m in net.modules()}
-    if not names:  # a model that does not say (DeBERTa): the class of its largest list of like modules
-        lists = [m for m in net.modules() if isinstance(m, torch.nn.ModuleList) and len(m)
-                 and len({type(c) for c in m}) == 1]
-        if lists:
-            biggest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
-            names = {type(biggest[0]).__name__}
+    names = _block_names(net)
     blocks: dict[str, list] = {}
     dec_blocks = enc_blocks = enc_params = 0
     for name, m in net.named_modules():
@@ -329,15 +451,9 @@ def describe_by_building(config: dict) -> dict:
     vocab = int(_attr(cfg, "vocab_size", default=0))
     out_emb, in_emb = net.get_output_embeddings(), net.get_input_embeddings()
     tied = bool(out_emb is not None and in_emb is not None and out_emb.weight is in_emb.weight)
-    lengths = [(64, 32), (128, 32), (256, 64), (128, 64), (64, 16), (256, 32)] if kind == "seq2seq" \
-        else [(64, 0), (128, 0), (256, 0)]
+    lengths = LENGTHS[kind]
     try:
-        try:
-            counted = _count_flops(net, kind, vocab, lengths)
-        except Exception:  # some models read their inputs' values in SDPA's mask: eager attention does not
-            with torch.device("meta"):
-                counted = _count_flops(auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager"),
-                                       kind, vocab, lengths)
+        counted = _counted(cfg, auto, kind, net, names, lengths)
         coef = _fit(kind, lengths, counted)
         source = (f"counted by FlopCounterMode on the meta device (transformers {tf.__version__}, torch "
                   f"{torch.__version__.split('+')[0]})" + ("; the experts a token is routed to" if experts else ""))
@@ -366,10 +482,18 @@ def describe_by_building(config: dict) -> dict:
     }
 
 
+# Packages transformers loads when they are installed, for quantizing, offloading, kernels, chat templates and
+# tokenizers: a model built on the meta device uses none of them, and they cost the worker a second of its start.
+# Hidden from the worker process only (a None in sys.modules reads as "not installed" to importlib).
+NOT_NEEDED = ("torchao", "accelerate", "deepspeed", "bitsandbytes", "kernels", "jinja2", "triton", "tokenizers")
+
+
 def _main(argv: list[str]) -> int:
     import logging
     import warnings
 
+    for name in NOT_NEEDED:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     try:
@@ -381,9 +505,11 @@ def _main(argv: list[str]) -> int:
         desc = {"error": f"describing this model needs torch and transformers (`pip install '.[bench]'`): {e}"}
     except Exception as e:  # the config's doing: said as a message, never a traceback
         desc = {"error": f"transformers cannot build it: {type(e).__name__}: {str(e)[:200]}"}
-    print(json.dumps(desc))
+    print(json.dumps(desc), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    code = _main(sys.argv[1:])
+    sys.stderr.flush()
+    os._exit(code)  # not Python's teardown of torch and transformers: it takes a second or two, for nothing

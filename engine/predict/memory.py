@@ -206,8 +206,11 @@ def _described(model: Model) -> Shape | None:
                      attention_dropout=dropout, kv_heads=a.kv_heads, head_dim=a.head_dim)
     seq = model.seq_len or a.max_positions or 2048
     if a.built:
-        # An encoder-decoder's layers: the encoder's on the input, the decoder's on the target, with its logits
-        # (counted here as every layer on the input: more activations than it keeps, which kappa absorbs).
+        # An encoder-decoder's layers: the encoder's on the input, the decoder's on the target, with its logits,
+        # counted here as every layer on the input. Checked (scripts/saved_activations.py, the bytes autograd
+        # saves for a tiny T5 and a tiny Llama on the CPU): at the planner's target of s/4 this keeps 1.46 x
+        # the count, as Llama keeps 1.45 x, so one kappa serves both; T5's layers keep ~2 x the per-layer count
+        # (fp32 norms, dropout masks), so charging the decoder on the target alone would fall ~27% short.
         target = model.target_len or 0
         return Shape("transformer", a.params, a.layers, a.hidden, a.heads, seq, target or seq, a.vocab, a.ffn,
                      embedding_params=a.embedding_params, kv_heads=a.kv_heads, head_dim=a.head_dim, gated=a.gated,

@@ -535,6 +535,13 @@ class PlannerApp(App):
             return
         self.call_from_thread(self._model_loaded, presets, model.id, path)
 
+    def model_source(self, model_id: str) -> str:
+        """What names a model to another process (a sweep's --model): the config.json it was read from (by
+        --model or `a`), else its id, which the presets hold."""
+        if model_id == self.model_config_id and self.model_config:
+            return self.model_config
+        return self.config_models.get(model_id, model_id)
+
     def _model_loaded(self, presets: Presets, model_id: str, path: str) -> None:
         self.presets = presets
         self.config_models[model_id] = path

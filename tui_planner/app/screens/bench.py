@@ -170,8 +170,23 @@ class BenchScreen(Screen):
         self.current: str | None = None
         self._stopping = False  # x was confirmed: the killed trial's output is left out of the log
         self.write_cursor = None
+        self._models_listed = tuple(self.app.presets.models)
+        self.watch(self.app, "state", self._plan_changed, init=False)
         self.probe_machine()
         t.focus()
+
+    def _plan_changed(self, s) -> None:
+        """A model added on the Plan screen (`a`: app.load_model, from a config.json) is one to benchmark too:
+        listed here as it comes (on the CPU if it is as small as the tiny ones), and chosen, being the plan's."""
+        listed = tuple(self.app.presets.models)
+        if s is None or listed == self._models_listed:
+            return
+        added = set(listed) - set(self._models_listed)
+        self._models_listed = listed
+        if self.cpu_models:  # probed: the CPU's list is known, and takes the small ones
+            self.cpu_models.update({mid: self.app.presets.model(mid).name for mid in listed if mid in added
+                                    and params(self.app.presets.model(mid)) <= CPU_MAX_PARAMS})
+        self._offer_models(str(self.query_one("#b-device", Select).value), s.model if s.model in added else None)
 
     # --- the machine --------------------------------------------------------------------------------
 
@@ -242,7 +257,7 @@ class BenchScreen(Screen):
         # On the CPU the shipped tiny models first: the app's own presets (--presets) win over them.
         presets = (str(cpu_presets()), *self.app.preset_paths) if device == "cpu" else self.app.preset_paths
         return SweepRequest(
-            model=str(self.query_one("#b-model", Select).value), methods=str(self.query_one("#b-methods", Select).value),
+            model=self.app.model_source(str(self.query_one("#b-model", Select).value)), methods=str(self.query_one("#b-methods", Select).value),
             num_gpus=int(gpus), device=device, db=Path(db).expanduser(),
             presets=presets, timeout_s=900.0,
             compile=self.query_one("#b-compile", Check).value, note="tui-planner app",
@@ -360,9 +375,9 @@ class BenchScreen(Screen):
     def _device(self, event: Select.Changed) -> None:
         self._offer_models(str(event.value))
 
-    def _offer_models(self, device: str) -> None:
+    def _offer_models(self, device: str, choose: str | None = None) -> None:
         """The models the device can train: on the CPU only the tiny ones (a real model would spend hours in
-        its batch search); on a GPU every model."""
+        its batch search); on a GPU every model. `choose`: the one to show chosen, if the device can train it."""
         box = self.query_one("#b-model", Select)
         if device == "cpu":
             if not self.cpu_models:  # the machine not probed yet: its models come with it
@@ -370,7 +385,8 @@ class BenchScreen(Screen):
             options = [(fmt.text(mid), mid) for mid in self.cpu_models]
         else:
             options = [(fmt.text(mid), mid) for mid in self.app.presets.models]
-        keep = box.value if box.value in {v for _, v in options} else options[0][1]
+        ids = {v for _, v in options}
+        keep = choose if choose in ids else box.value if box.value in ids else options[0][1]
         with box.prevent(Select.Changed):
             box.set_options(options)
             box.value = keep
