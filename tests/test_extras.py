@@ -179,3 +179,21 @@ def test_the_numerics_command_refuses_what_cannot_run_here():
                          timeout=300)
     assert out.returncode != 0 and "liger-kernel's Triton kernels need a CUDA GPU" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_search_with_extras_predicts_them_before_it_measures_them():
+    """The guided search stores a prediction of each combination before measuring it: the extras too, with
+    fp8 infeasible on a GPU without FP8 tensor cores."""
+    from engine.bench.guide import guide_for
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
+
+    presets = load_presets()
+    with Store.open(shipped_db(), read_only=True, create=False) as s:
+        rows = s.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    guide = guide_for(rows, presets, "pythia-1b", "h100", 1, "free-lunch", extras=("fused", "fp8"))
+    assert {"free-lunch", "fused", "fp8", "fused+fp8"} <= set(guide.guesses)
+    fl, fp8 = guide.guesses["free-lunch"], guide.guesses["fp8"]
+    assert fp8.feasible and fp8.days < fl.days and fp8.days_low < fp8.days < fp8.days_high
+    a100 = guide_for(rows, presets, "pythia-1b", "a100", 1, "free-lunch", extras=("fp8",))
+    assert not a100.guesses["fp8"].feasible and "FP8" in a100.guesses["fp8"].reason

@@ -85,10 +85,13 @@ MEASURED_SPREAD = 0.03
 
 
 def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str, gpu: str, num_gpus: int,
-              method_set: str = "all", num_nodes: int = 1, network=None, use_measured: bool = False) -> Guide | None:
+              method_set: str = "all", num_nodes: int = 1, network=None, use_measured: bool = False,
+              extras: Sequence[str] = ()) -> Guide | None:
     """The guide for one cell, predicted from `rows` (measured and paper rows) without the cell's own
     measured rows. None when the predictor has no basis for the model (nothing feasible or infeasible
     could be said): the sweep then runs in the search space's order.
+
+    extras: the methods beyond the paper's the sweep searches too (fused, fp8), predicted with the rest.
 
     use_measured (a new search, issue 39): what `rows` already measured of the cell guides it. The cell's rows
     stay in the predictor (its residual comes from them), and a setting measured there is guessed at its
@@ -106,7 +109,7 @@ def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str
         predictor = build_predictor(rows_on_run(others, model), presets, for_model=model_id)
         # nodes joined by a network preset: predicted across it (the sweep gives none a guide without one)
         preds = predictor.predict_cell(model_id, gpu, n, method_set, nodes=num_nodes if network else 1,
-                                       network=network)
+                                       network=network, extras=extras)
     except (PredictError, PlannerError):
         return None
     if all(not p.feasible and p.reason.startswith("no basis") for p in preds):

@@ -32,7 +32,7 @@ from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
 from engine.data.runs import run_columns
 from engine.data.store import Run, Store, Trial, evidence_rows, plain
-from engine.data.generations import mfu_line
+from engine.data.generations import impossible_mfu, mfu_line
 
 
 @dataclass
@@ -347,10 +347,10 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
             t.mfu = formulas.mfu(model.flops_per_step, t.step_s, spec.num_gpus * spec.num_nodes, peak)
             # MFU is against the 16-bit peak for every row (as torchtitan reports FP8 runs); an fp8 row's matrix
             # products may run up to the FP8 peak, which is then its physical limit and scales its line.
-            fp8_x = _fp8_ratio(presets.gpu(spec.gpu)) if m.fp8 and spec.gpu in presets.gpus else 1.0
-            line = mfu_line(presets.gpu(spec.gpu)) if spec.gpu in presets.gpus else formulas.IMPLAUSIBLE_MFU
-            t.plausibility = formulas.plausibility(t.mfu / fp8_x, line)
-            if t.mfu / fp8_x > formulas.IMPOSSIBLE_MFU:
+            known = spec.gpu in presets.gpus
+            line = mfu_line(presets.gpu(spec.gpu), m.fp8) if known else formulas.IMPLAUSIBLE_MFU
+            t.plausibility = formulas.plausibility(t.mfu, line)
+            if t.mfu > (impossible_mfu(presets.gpu(spec.gpu), m.fp8) if known else formulas.IMPOSSIBLE_MFU):
                 # Faster than the hardware can compute: a measurement bug, never shown as fact.
                 t.feasible, t.failure_kind = False, "refused"
                 t.failure_message = (f"refused: {t.mfu:.0%} of dense peak is physically impossible "
@@ -372,12 +372,6 @@ def _extras_unavailable(req: SweepRequest, spec: TrialSpec, presets: Presets) ->
 
     g = presets.gpus.get(spec.gpu) if spec.device == "cuda" else None
     return fast.unavailable(spec.methods, spec.device, g.name if g else None, g.compute_capability if g else None)
-
-
-def _fp8_ratio(gpu) -> float:
-    """How much faster than 16-bit this GPU's FP8 tensor cores are at peak (1 where its preset says none)."""
-    fp8 = getattr(gpu, "peak_fp8_tflops", None)
-    return fp8 / gpu.peak_16bit_tflops if fp8 else 1.0
 
 
 def link_provenance(req: SweepRequest, spec: TrialSpec, machine: Machine | None) -> dict:
@@ -626,8 +620,9 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
             return None
     # A cell this database or the shipped one already measured is guided by that measurement (issue 39); the
     # measurements the predictor holds are over the machine's own links, so a host-staged search is predicted.
+    extras = tuple(e for e in space.EXTRAS if any(e in s.methods.extras for s in specs))
     guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes,
-                      network, use_measured=not staged)
+                      network, use_measured=not staged, extras=extras)
     if guide is None:
         on_event(Log("", "guided search: nothing to predict this model from; measuring every combination"))
         return None
