@@ -133,6 +133,8 @@ def test_an_older_file_gets_what_its_searches_cost(tmp_path):
     for col in ("search", "wall_s", "trials_run", "trials_skipped"):
         con.execute(f"ALTER TABLE runs DROP COLUMN {col}")
     con.execute("ALTER TABLE trials DROP COLUMN interconnect")  # v6
+    for col in ("fused", "fp8", "numerics"):  # v7
+        con.execute(f"ALTER TABLE trials DROP COLUMN {col}")
     con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     t0 = dt.datetime(2026, 11, 23, 4, 0, 0)
     con.execute("INSERT INTO runs (run_id, source, command, started_at, ended_at, status) VALUES "
