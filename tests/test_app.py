@@ -752,7 +752,13 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
             screen.query_one("#b-device", Select).value = "cpu"
             await pilot.pause(0.1)
             assert models.value == "cpu-tiny-neox"
+            screen.query_one("#b-methods", Select).value = "free-lunch+extras"  # issue 42's opt-in methods
+            await pilot.pause(0.1)
+            req = screen.request()
+            assert (req.methods, req.extras) == ("free-lunch", ("fused", "fp8"))
             screen.query_one("#b-methods", Select).value = "free-lunch"
+            await pilot.pause(0.1)
+            assert screen.request().extras == ()
             screen.query_one("#b-compile", Checkbox).value = False
             box = screen.query_one("#b-db", Input)
             box.value = str(out)

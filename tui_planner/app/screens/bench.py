@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, ProgressBar, RichLog, Select, Static
 
 from engine.data.errors import PlannerError
+from engine.data.space import EXTRAS
 from tui_planner import format as fmt
 from tui_planner.app.progress import SweepProgress, short_time
 from tui_planner.app.screens.common import Check
@@ -125,7 +126,9 @@ class BenchScreen(Screen):
                          value=self.app.initial.model)
             yield Label(" GPUs", classes="short")
             yield Input("1", restrict=r"[0-9]*", compact=True, id="b-gpus")
-            yield Select([("all methods", "all"), ("free-lunch", "free-lunch"), ("naive", "naive")],
+            # The methods beyond the paper's (fused: liger-kernel; fp8: torchao), opt-in as `bench --extras`.
+            yield Select([("all methods", "all"), ("all + fused, fp8", "all+extras"), ("free-lunch", "free-lunch"),
+                          ("free-lunch + fused, fp8", "free-lunch+extras"), ("naive", "naive")],
                          allow_blank=False, compact=True, id="b-methods", value="all")
             yield Select([("cuda", "cuda"), ("cpu", "cpu")], allow_blank=False, compact=True, id="b-device",
                          value="cuda")
@@ -254,10 +257,12 @@ class BenchScreen(Screen):
         if int(gpus) < 1:
             raise PlannerError("GPUs must be at least 1")
         device = str(self.query_one("#b-device", Select).value)
+        methods = str(self.query_one("#b-methods", Select).value)
         # On the CPU the shipped tiny models first: the app's own presets (--presets) win over them.
         presets = (str(cpu_presets()), *self.app.preset_paths) if device == "cpu" else self.app.preset_paths
         return SweepRequest(
-            model=self.app.model_source(str(self.query_one("#b-model", Select).value)), methods=str(self.query_one("#b-methods", Select).value),
+            model=self.app.model_source(str(self.query_one("#b-model", Select).value)), methods=methods.removesuffix("+extras"),
+            extras=EXTRAS if methods.endswith("+extras") else (),
             num_gpus=int(gpus), device=device, db=Path(db).expanduser(),
             presets=presets, timeout_s=900.0,
             compile=self.query_one("#b-compile", Check).value, note="tui-planner app",
