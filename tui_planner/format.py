@@ -207,10 +207,14 @@ def priced(usd_value: float | None, when: Any, stale: bool) -> str:
 
 
 NUMERICS_MARK = " (changes numerics)"
+NUMERICS_SHORT = "≈"  # in a table's narrow column, with NUMERICS_NOTE under the table
+NUMERICS_NOTE = "≈ changes numerics: FP8 matrix products, not bf16's (tui-planner numerics measures the loss)"
 
 
-def setting(label: str, changes_numerics: bool) -> str:
+def setting(label: str, changes_numerics: bool, short: bool = False) -> str:
     """A setting's label as shown: one that changes the maths (fp8: its matrix products in FP8, glossary
     'changes numerics') says so beside its name, wherever it is shown, so a faster row is never read as the
-    same training."""
-    return f"{label}{NUMERICS_MARK}" if changes_numerics else label
+    same training. short: a table's mark (≈), which NUMERICS_NOTE explains under the table."""
+    if not changes_numerics:
+        return label
+    return f"{label}{NUMERICS_SHORT}" if short else f"{label}{NUMERICS_MARK}"

@@ -220,14 +220,16 @@ def _print_cell(preds, predictor, only: str | None, measured: bool = False) -> N
     for p in preds:
         if p.feasible:
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB"
-            t.add_row(e(fmt.setting(p.label, p.methods.changes_numerics)), str(p.micro_batch), mem, _days(p),
+            t.add_row(e(fmt.setting(p.label, p.methods.changes_numerics, short=True)), str(p.micro_batch), mem, _days(p),
                       fmt.mfu(p.mfu) + ("^" if p.capped else ""))
         else:
             why = "does not fit" if "does not fit" in p.reason else "no prediction"
             mem = f"{p.memory_need_gb:.0f}/{p.memory_capacity_gb:.0f} GB" if p.memory_need_gb else "—"
             why = "no FP8 tensor cores" if p.reason.startswith("no FP8 tensor cores") else why
-            t.add_row(e(fmt.setting(p.label, p.methods.changes_numerics)), "0", mem, why, "—", style="dim")
+            t.add_row(e(fmt.setting(p.label, p.methods.changes_numerics, short=True)), "0", mem, why, "—", style="dim")
     console.print(t)
+    if any(p.methods.changes_numerics for p in preds):
+        console.print(e(fmt.NUMERICS_NOTE), highlight=False)
     if measured:
         console.print(f"[yellow]This cell is measured[/] (tui-planner results --model {e(shlex.quote(first.model))} "
                       f"--gpu {e(shlex.quote(first.gpu))} --num-gpus {first.num_gpus}). Its own rows are in the "
