@@ -120,8 +120,13 @@ def test_the_generic_fused_loss_is_transformers_own_loss_without_the_logits(tiny
             return torch.nn.functional.cross_entropy(h @ w.t() + (0 if b is None else b), y, ignore_index=-100)
 
     net.forward = MethodType(fast._fused_causal_lm_forward, net)
-    net._liger_flce = Plain()
+    head = net.get_output_embeddings()
+    head.forward = MethodType(fast._fused_head_loss, head)
+    head.liger_flce = Plain()
+    calls = []
+    head.register_forward_pre_hook(lambda mod, args: calls.append(args[0].shape))  # where ZeRO-3 gathers it
     assert net(input_ids=ids, labels=labels).loss.item() == pytest.approx(ref.item(), rel=1e-6)
+    assert calls == [torch.Size([3 * tiny.seq_len, tiny.config["hidden_size"]])]  # the loss ran in the head's call
 
 
 def test_fused_says_what_it_covers_and_what_it_leaves(tiny):

@@ -61,6 +61,7 @@ def apply_fused(net: Any, objective: str) -> dict[str, Any]:
     """Put liger-kernel's kernels into `net` (a transformers model, built, not yet wrapped or compiled).
     Returns what was done: {'via': ..., 'covers': [...], 'not_covered': [...]}; raises RuntimeError if nothing
     of the model could be covered."""
+    import torch
     from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
 
     model_type = getattr(net.config, "model_type", None)
@@ -74,7 +75,14 @@ def apply_fused(net: Any, objective: str) -> dict[str, Any]:
     n = _swap_layer_norms(net)
     if n:
         covers.append(f"layer_norm x{n}")
-    if objective == "causal-lm" and net.get_output_embeddings() is not None:
+    head = net.get_output_embeddings() if objective == "causal-lm" else None
+    if head is not None and isinstance(head, torch.nn.Linear):
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+        # The loss runs inside the head's own call, so whatever gathers the head's weight around that call (ZeRO-3's
+        # and FSDP's hooks) has gathered it when the fused kernel reads it.
+        head.liger_flce = LigerFusedLinearCrossEntropyLoss(ignore_index=-100)
+        head.forward = MethodType(_fused_head_loss, head)
         net.forward = MethodType(_fused_causal_lm_forward, net)
         covers.append("fused_linear_cross_entropy")
     else:
@@ -123,27 +131,28 @@ def _unfused_parts(net: Any) -> list[str]:
 
 def _fused_causal_lm_forward(self: Any, input_ids: Any = None, labels: Any = None, attention_mask: Any = None,
                              **kwargs: Any) -> Any:
-    """A causal LM's forward whose loss never materialises the logits: the backbone's last hidden states and
-    the output embedding go to liger's fused linear cross-entropy, over labels shifted as transformers shifts
-    them (padded with -100 at the end; mean over the tokens not ignored). Returns an output with `.loss`."""
+    """A causal LM's forward whose loss never materialises the logits: the backbone's last hidden states go to
+    the head, whose call computes liger's fused linear cross-entropy (_fused_head_loss) over the labels shifted
+    as transformers shifts them (padded with -100 at the end; mean over the tokens not ignored). Returns an
+    output with `.loss` (no logits)."""
     import torch.nn.functional as F
-    from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
     backbone = getattr(self, self.base_model_prefix)
     hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, **kwargs)[0]
     loss = None
     if labels is not None:
-        head = self.get_output_embeddings()
         shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].reshape(-1)
-        h = hidden.reshape(-1, hidden.size(-1))
-        if not hasattr(self, "_liger_flce"):
-            self._liger_flce = LigerFusedLinearCrossEntropyLoss(ignore_index=-100)
-        # The head's weight in the hidden states' dtype, as autocast would run the head's matrix product.
-        weight = head.weight if head.weight.dtype == h.dtype else head.weight.to(h.dtype)
-        bias = head.bias if head.bias is None or head.bias.dtype == h.dtype else head.bias.to(h.dtype)
-        loss = self._liger_flce(weight, h, shifted, bias)
+        loss = self.get_output_embeddings()(hidden.reshape(-1, hidden.size(-1)), shifted)
     return CausalLMOutputWithPast(loss=loss)
+
+
+def _fused_head_loss(self: Any, hidden: Any, labels: Any) -> Any:
+    """The head's forward under `fused`: the mean cross-entropy of (hidden @ weight^T + bias) against labels, by
+    liger's kernel, without the logits. The weight in the hidden states' dtype, as autocast runs the head."""
+    weight = self.weight if self.weight.dtype == hidden.dtype else self.weight.to(hidden.dtype)
+    bias = self.bias if self.bias is None or self.bias.dtype == hidden.dtype else self.bias.to(hidden.dtype)
+    return self.liger_flce(weight, hidden, labels, bias)
 
 
 # --- fp8 ---------------------------------------------------------------------------------------------
