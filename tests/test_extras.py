@@ -202,3 +202,24 @@ def test_a_search_with_extras_predicts_them_before_it_measures_them():
     assert fp8.feasible and fp8.days < fl.days and fp8.days_low < fp8.days < fp8.days_high
     a100 = guide_for(rows, presets, "pythia-1b", "a100", 1, "free-lunch", extras=("fp8",))
     assert not a100.guesses["fp8"].feasible and "FP8" in a100.guesses["fp8"].reason
+
+
+def test_an_fp8_row_never_bounds_a_16bit_setting(tmp_path):
+    """The best measured so far leaves unrun what cannot win and stops timing what cannot beat it; an fp8 row is
+    not the same training, so a very fast one (here a stored row, as a resumed sweep finds it) must not cut a
+    16-bit setting's timing short."""
+    from engine.bench.sweep import SweepRequest, run_sweep, trial_key
+    from engine.data.store import Store, Trial
+
+    req = SweepRequest(model="tiny-neox", device="cpu", presets=(TINY,), methods="free-lunch", compile=False,
+                       only=("free-lunch", "fp8"), repetitions=3, warmup=1, db=tmp_path / "b.duckdb")
+    with Store.open(req.db) as s:
+        s.add_trial(Trial(model="tiny-neox", gpu="cpu", num_gpus=1, feasible=True, source="measured", fp8=True,
+                          free_lunch=True, sharding="none", key=trial_key(req, "cpu", space.by_label("fp8")),
+                          step_s=1e-6, days=1e-8, micro_batch=16, grad_accum=1))
+    seen = []
+    run_sweep(req, on_event=seen.append)
+    with Store.open(req.db) as s:
+        (row,) = [r for r in s.trials() if not r["fp8"]]
+    assert row["feasible"] and row["repetitions"] >= 3
+    assert "stopped_early" not in json.loads(row["provenance"])

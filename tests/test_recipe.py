@@ -316,6 +316,11 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
     # without the extras: none of it
     plain = recipe.build(choice, presets, shipped_db())
     assert "use_liger_kernel" not in plain.training_args and plain.training_args["bf16"]
+    # a model type liger-kernel has no patch for ran the planner's own (its provenance says): the Trainer's flag would
+    # change nothing, so the export says what to call instead
+    generic = {**row, "provenance": json.dumps({"fused": {"via": "tui-planner's generic liger patch", "covers": []}})}
+    g = recipe.build(recipe.Choice(generic, None, choice.counts), presets, shipped_db())
+    assert "use_liger_kernel" not in g.training_args and "engine.bench.fast.apply_fused" in g.explain
     assert recipe.fp8_env(plain.plan) == {} and recipe.accelerate_config(plain.plan) is None
     assert "ACCELERATE_MIXED_PRECISION" not in plain.launch and "CHANGES NUMERICS" not in plain.explain
     recipe.write(plain, tmp_path / "out")  # a later export without fp8 leaves no stale FP8 recipe behind

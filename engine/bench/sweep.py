@@ -349,8 +349,9 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
             # products may run up to the FP8 peak, which is then its physical limit and scales its line.
             known = spec.gpu in presets.gpus
             line = mfu_line(presets.gpu(spec.gpu), m.fp8) if known else formulas.IMPLAUSIBLE_MFU
-            t.plausibility = formulas.plausibility(t.mfu, line)
-            if t.mfu > (impossible_mfu(presets.gpu(spec.gpu), m.fp8) if known else formulas.IMPOSSIBLE_MFU):
+            limit = impossible_mfu(presets.gpu(spec.gpu), m.fp8) if known else formulas.IMPOSSIBLE_MFU
+            t.plausibility = formulas.plausibility(t.mfu, line, limit)
+            if t.mfu > limit:
                 # Faster than the hardware can compute: a measurement bug, never shown as fact.
                 t.feasible, t.failure_kind = False, "refused"
                 t.failure_message = (f"refused: {t.mfu:.0%} of dense peak is physically impossible "
@@ -478,9 +479,13 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
         out_of_time = ""
         t0 = time.monotonic()
         fits = _measured_micro_batches(store, specs)
-        best = _best_measured(store, specs)
-        best_step = best["step_s"] if best else None
-        best_days, best_by = (best["days"], best["key"].split("|")[4]) if best else (None, "")
+        # The best measured so far bounds the rest of the search (what cannot win is left unrun, a trial that
+        # cannot beat it stops timing early), each within its own numerics: an fp8 row is not the same training, so
+        # it never leaves a 16-bit setting unmeasured, nor a 16-bit row an fp8 one.
+        bests: dict[bool, list] = {}
+        for numerics in (False, True):
+            b = _best_measured(store, [s for s in specs if s.methods.changes_numerics == numerics])
+            bests[numerics] = [b["step_s"], b["days"], b["key"].split("|")[4]] if b else [None, None, ""]
         # Other nodes read the spec and rank 0 (on any node) writes the result: with srun, next to the database.
         shared = Path(req.db).resolve().parent if req.launcher == "srun" and req.db else None
         with tempfile.TemporaryDirectory(prefix=".tui-planner-trials-" if shared else "tui-planner-", dir=shared,
@@ -503,6 +508,7 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                     out_of_time = (f"time limit: no trial starts after {req.stop_after_s:.0f} s; "
                                    f"{left} left, run the same command again to resume")
                     break
+                best_step, best_days, best_by = bests[spec.methods.changes_numerics]
                 why = guide.why_not(label, best_days, best_by) if guide is not None else None
                 if why is not None:
                     store.add_trial(_cannot_win_row(req, spec, presets, guide, why, run.run_id))
@@ -552,9 +558,10 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                 counts[status] = counts.get(status, 0) + 1
                 if row.feasible and row.days is not None and row.micro_batch:
                     fits[spec.methods] = row.micro_batch
-                    best_step = row.step_s if best_step is None else min(best_step, row.step_s)
-                    if best_days is None or row.days < best_days:
-                        best_days, best_by = row.days, label
+                    mine = bests[spec.methods.changes_numerics]
+                    mine[0] = row.step_s if mine[0] is None else min(mine[0], row.step_s)
+                    if mine[1] is None or row.days < mine[1]:
+                        mine[1], mine[2] = row.days, label
                 on_event(TrialFinished(spec.key, label, status, days=row.days, mfu=row.mfu,
                                        micro_batch=row.micro_batch,
                                        message=row.failure_message or out.result.get("stopped_early"),
@@ -825,6 +832,8 @@ def _measured_micro_batches(store: Store, specs: list[TrialSpec]) -> dict[space.
 
 def _best_measured(store: Store, specs: list[TrialSpec]) -> dict | None:
     """The fastest step measured so far in this sweep's cell (a resumed sweep bounds with it too)."""
+    if not specs:
+        return None
     rows = store.query("SELECT key, step_s, days, micro_batch, grad_accum FROM trials WHERE key IN (SELECT unnest(?)) "
                        "AND feasible AND days IS NOT NULL AND source = 'measured' ORDER BY step_s LIMIT 1",
                        [[s.key for s in specs]])

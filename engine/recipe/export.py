@@ -210,7 +210,17 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                      "(no padding); with gradient checkpointing (no cache), unpacked=True says each row is one "
                      "sequence: leave it out if your data packs several documents into a row")
     if row.get("fused"):
-        args["use_liger_kernel"] = True  # liger-kernel's fused kernels, as the benchmark applied them
+        # liger-kernel's fused kernels. The Trainer's use_liger_kernel applies liger's own patch, which exists only
+        # for the model types liger knows; for any other (GPT-NeoX/Pythia, OPT, ...) it changes nothing, and what
+        # the benchmark ran was the planner's own patch (engine.bench.fast.apply_fused), said in the row.
+        via = str((_prov(row).get("fused") or {}).get("via", "")) if isinstance(_prov(row).get("fused"), dict) else ""
+        if via and not via.startswith("liger_kernel "):
+            notes.append("fused: liger-kernel has no patch for this model type, so TrainingArguments' use_liger_kernel "
+                         "would change nothing; the benchmark ran the planner's own (LayerNorm -> LigerLayerNorm, the "
+                         "loss by liger's fused linear cross-entropy): call engine.bench.fast.apply_fused(model, "
+                         "'causal-lm') on the model before training, or the step is the unfused one")
+        else:
+            args["use_liger_kernel"] = True
     if row.get("fp8"):
         # transformers sets the mixed precision from bf16/fp16 (TrainingArguments.mixed_precision), which would
         # override accelerate's fp8: off here, the FP8 recipe comes from accelerate (fp8_env, accelerate_config.yaml),
