@@ -18,7 +18,10 @@ DESCRIPTION = (
 EPILOG = ("examples:\n"
           "  tui-planner numerics --model pythia-1b --extras fp8 --db mine.duckdb\n"
           "  tui-planner numerics --model llama-3.2-1b --extras fused fp8 --steps 500 --db mine.duckdb\n"
-          "  tui-planner numerics --model pythia-6.9b --extras fp8 --ckpt --micro-batch 4")
+          "  tui-planner numerics --model pythia-2.8b --extras fp8 --ckpt --micro-batch 4\n\n"
+          "One GPU holds the model's fp32 weights, gradients and Adam states (16 bytes a parameter: Pythia-6.9B\n"
+          "needs 110 GB before activations, an H200's 141 GB). Results measured on the CPU (fp8 emulated) are\n"
+          "printed, never stored.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +48,17 @@ def run(args: argparse.Namespace) -> int:
     from engine.data.store import Store
 
     methods = Methods(activation_checkpointing=args.ckpt, fused="fused" in args.extras, fp8="fp8" in args.extras)
-    why = fast.unavailable(methods, args.device)
+    name = capability = None
+    if args.device == "cuda":
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                name = torch.cuda.get_device_name()
+                capability = "{}.{}".format(*torch.cuda.get_device_capability())
+        except ImportError:
+            pass
+    why = fast.unavailable(methods, args.device, name, capability)
     if why and not (args.device == "cpu" and methods.extras == ("fp8",) and "not installed" not in why):
         raise PlannerError(f"numerics {methods.label}: {why}")
     _, model = arg.resolve_model(args, load_presets(args.presets))
@@ -55,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise PlannerError(f"numerics: {e}") from None
     print(fmt.visible(f"{model.id}: {numerics.sentence(result)}"))
-    if args.db:
+    if args.db and result.get("fp8_emulated"):
+        print(f"not stored in {fmt.visible(args.db)}: fp8 was emulated on the CPU, which says nothing of a GPU's numerics")
+    elif args.db:
         with Store.open(args.db, read_only=False) as store:
             n = store.set_numerics(model.id, methods.fused, methods.fp8, json.dumps(result))
         print(fmt.visible(f"stored on {n} measured row(s) of {model.id} with {'+'.join(methods.extras)} in {args.db}"

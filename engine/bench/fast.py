@@ -104,14 +104,13 @@ def _swap_layer_norms(net: Any) -> int:
     for parent in list(net.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is not torch.nn.LayerNorm or len(child.normalized_shape) != 1 \
-                    or not child.elementwise_affine:
-                continue
-            new = LigerLayerNorm(child.normalized_shape[0], eps=child.eps, bias=child.bias is not None)
+                    or not child.elementwise_affine or child.bias is None:
+                continue  # LigerLayerNorm always has a bias: one without would be another model
+            new = LigerLayerNorm(child.normalized_shape[0], eps=child.eps, bias=True)
             new.to(device=child.weight.device, dtype=child.weight.dtype)
             with torch.no_grad():
                 new.weight.copy_(child.weight)
-                if child.bias is not None:
-                    new.bias.copy_(child.bias)
+                new.bias.copy_(child.bias)
             setattr(parent, name, new)
             swapped += 1
     return swapped
@@ -123,7 +122,7 @@ def _unfused_parts(net: Any) -> list[str]:
     cfg = net.config
     act = getattr(cfg, "hidden_act", None) or getattr(cfg, "activation_function", None)
     if act:
-        out.append(f"MLP ({act}: no liger kernel for it)")
+        out.append(f"MLP ({act}: not patched for this model type)")
     if any("Rotary" in type(m).__name__ for m in net.modules()):
         out.append("rotary embedding (this model type's own, e.g. GPT-NeoX's partial rotary)")
     return out
