@@ -22,19 +22,13 @@ import inspect
 from types import MethodType
 from typing import Any
 
+from engine.data.presets import FP8_MIN_CAPABILITY, capability
 from engine.data.space import Methods
 
 # torchao's float8 recipe the trials use (torchao.float8.Float8LinearRecipeName): dynamic per-tensor scales.
 FP8_RECIPE = "tensorwise"
-# FP8 tensor cores: Ada (8.9), Hopper (9.0), Blackwell (10.x, 12.x).
-FP8_MIN_CAPABILITY = (8, 9)
 PACKAGES = {"fused": "liger_kernel", "fp8": "torchao"}
 PIP_NAMES = {"fused": "liger-kernel", "fp8": "torchao"}
-
-
-def _capability(text: str) -> tuple[int, int]:
-    major, _, minor = text.partition(".")
-    return int(major), int(minor or 0)
 
 
 def unavailable(methods: Methods, device: str, gpu_name: str | None = None,
@@ -48,10 +42,21 @@ def unavailable(methods: Methods, device: str, gpu_name: str | None = None,
             reasons.append(f"{extra}: " + ("liger-kernel's Triton kernels need a CUDA GPU" if extra == "fused" else
                                            "torchao's float8 training needs FP8 tensor cores (an Ada, Hopper or "
                                            "Blackwell GPU)") + "; this run is on the CPU")
-        elif extra == "fp8" and compute_capability and _capability(compute_capability) < FP8_MIN_CAPABILITY:
+        elif extra == "fp8" and compute_capability and capability(compute_capability) < FP8_MIN_CAPABILITY:
             reasons.append(f"infeasible: no FP8 tensor cores ({gpu_name or 'this GPU'}: compute capability "
                            f"{compute_capability}; FP8 needs {'.'.join(map(str, FP8_MIN_CAPABILITY))} or later)")
     return "; ".join(reasons) or None
+
+
+def apply(net: Any, methods: Methods, objective: str, emulate_fp8: bool = False) -> dict[str, Any]:
+    """Put the point's methods beyond the paper's into a built model (before checkpointing wraps its blocks and a
+    stepper shards or compiles it): {'fused': what liger covered, 'fp8': torchao's recipe and counts}, those used."""
+    done: dict[str, Any] = {}
+    if methods.fused:
+        done["fused"] = apply_fused(net, objective)
+    if methods.fp8:
+        done["fp8"] = apply_fp8(net, emulate=emulate_fp8)
+    return done
 
 
 # --- fused -------------------------------------------------------------------------------------------

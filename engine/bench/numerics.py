@@ -4,7 +4,7 @@ from the same initialisation, bf16 free-lunch against the method (fused, fp8 or 
 The text is Python's own reference documentation (`pydoc_data.topics`, shipped with CPython: no download),
 read as UTF-8 bytes (ids 0-255 of the model's vocabulary: no tokenizer to fetch). Both runs see the same
 batches in the same order, from the same seed, with the model's optimizer and learning rate (a linear
-warm-up over the first tenth; AdamW, fused on a GPU), autocast to bf16 whatever the preset trains in (the
+warm-up over the first tenth; fused on a GPU, as the trials run it), autocast to bf16 whatever the preset trains in (the
 method is compared with bf16, as the issue asks; an fp16 preset would need loss scaling besides) and no
 torch.compile (the maths, not the speed). The result: each run's loss at the end (mean of the last tenth of steps), the gap between them, and
 the largest gap along the way (of losses averaged over windows of a tenth of the run, so one noisy step is
@@ -13,12 +13,13 @@ not the headline). Imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any
 
 from engine.data.presets import Model
-from engine.data.space import FREE_LUNCH, Methods
+from engine.data.space import Methods
 
 CORPUS = "pydoc_data.topics (CPython's reference documentation), UTF-8 bytes as token ids"
 
@@ -36,21 +37,17 @@ def _train(model: Model, methods: Methods, steps: int, micro_batch: int, seq_len
     import torch
 
     from engine.bench import fast, modeling
+    from engine.bench.steppers import make_optimizer
 
     torch.manual_seed(seed)
     attn = modeling.attention_implementation(model, True, device)
     net = modeling.build_model(model, attn, device)
-    done: dict[str, Any] = {}
-    if methods.fused:
-        done["fused"] = fast.apply_fused(net, model.objective)
-    if methods.fp8:
-        done["fp8"] = fast.apply_fp8(net, emulate=emulate_fp8)
+    done = fast.apply(net, methods, model.objective, emulate_fp8)
     if methods.activation_checkpointing:
         modeling.enable_checkpointing(net, model)
     t = model.training
     # fused on a GPU: foreach would add a temporary copy of the parameters (tens of GB on a 7B model)
-    opt = torch.optim.AdamW(net.parameters(), lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay,
-                            **({"fused": True} if device == "cuda" else {}))
+    opt = make_optimizer(model, net.parameters(), device, fused=True)
     warm = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
     dtype = torch.bfloat16
@@ -90,7 +87,7 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
         raise ValueError(f"{steps} steps: at least 10")
     ids = corpus_ids()
     seq_len = min(seq_len, model.seq_len or seq_len)
-    base = FREE_LUNCH if not methods.activation_checkpointing else Methods(activation_checkpointing=True)
+    base = dataclasses.replace(methods, fused=False, fp8=False)
     emulate = device != "cuda"
     ref, _ = _train(model, base, steps, micro_batch, seq_len, device, seed, ids, emulate)
     got, done = _train(model, methods, steps, micro_batch, seq_len, device, seed, ids, emulate)

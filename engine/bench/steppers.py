@@ -20,7 +20,8 @@ from engine.data.space import Methods
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
 
 
-def _optimizer(model: Model, params: Any, device: str, fused: bool) -> torch.optim.Optimizer:
+def make_optimizer(model: Model, params: Any, device: str, fused: bool) -> torch.optim.Optimizer:
+    """The preset's optimizer (Adam or AdamW) with its settings; fused on a GPU where asked."""
     t = model.training
     cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     kwargs = dict(lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay)
@@ -42,7 +43,7 @@ class PlainStepper:
             ids = [torch.cuda.current_device()] if device == "cuda" else None
             self.net = torch.nn.parallel.DistributedDataParallel(net, device_ids=ids)
         self.forward = torch.compile(self.net, mode=compile_mode) if compile else self.net
-        self.opt = _optimizer(model, net.parameters(), device, fused=methods.free_lunch)
+        self.opt = make_optimizer(model, net.parameters(), device, fused=methods.free_lunch)
         use_scaler = self.dtype is torch.float16 and device == "cuda"
         self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
         self._accumulating = False
@@ -219,7 +220,7 @@ class FsdpStepper:
         self.net = net
         self.forward = torch.compile(net, mode=compile_mode) if compile else net
         # With offload the parameters live on the CPU, so the optimizer steps there (no fused kernel).
-        self.opt = _optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
+        self.opt = make_optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
                               fused=methods.free_lunch)
         self.keep_grads = False  # as PlainStepper's
 

@@ -226,7 +226,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     if model.training.batch_size % total:
         raise PlannerError(f"{total} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
     specs = []
-    named = {e for label in req.only for e in space.EXTRAS if e in label.split("+")}
+    named = {e for label in req.only if (m := space.by_label(label)) for e in m.extras}
     chosen = space.search_space(req.methods, req.num_gpus * req.num_nodes, tuple(set(req.extras) | named))
     if req.only:
         unknown = set(req.only) - {m.label for m in chosen}

@@ -206,13 +206,10 @@ def run(spec: TrialSpec) -> dict[str, Any]:
 
     def fresh(micro_batch: int, compile_now: bool):
         net = modeling.build_model(model, attn, device)
-        if m.extras:  # beyond the paper (issue 42): before checkpointing wraps blocks and a stepper shards
+        if m.extras:  # beyond the paper (issue 42)
             from engine.bench import fast
 
-            if m.fused:
-                result["fused"] = fast.apply_fused(net, model.objective)
-            if m.fp8:
-                result["fp8"] = fast.apply_fp8(net, emulate=device != "cuda")
+            result.update(fast.apply(net, m, model.objective, emulate_fp8=device != "cuda"))
         if m.activation_checkpointing:
             result["checkpointing"] = modeling.enable_checkpointing(net, model)
         return make_stepper(net, model, m, device, compile_now, micro_batch, spec.compile_mode)

@@ -491,7 +491,7 @@ def _gpu(gid: str, t: Table) -> Gpu:
     if tf32 is not None and major < 8:
         raise t._err("peak_tf32_tflops", "no TF32 peak on a GPU older than Ampere (compute capability < 8.0)", tf32)
     fp8 = t.number("peak_fp8_tflops", default=None)
-    if fp8 is not None and _capability(cc) < (8, 9):
+    if fp8 is not None and capability(cc) < FP8_MIN_CAPABILITY:
         raise t._err("peak_fp8_tflops", "no FP8 peak on a GPU without FP8 tensor cores (compute capability < 8.9: "
                                         "before Ada and Hopper)", fp8)
     price_t = t.table("price", default=None)
@@ -559,7 +559,11 @@ def _check_same_chip(gpus: Mapping[str, Gpu], origins: Origins) -> None:
                                          f"{gpus[sib].compute_capability}, gpus.{g.id} {g.compute_capability}", sib)
 
 
-def _capability(cc: str) -> tuple[int, int]:
+# FP8 tensor cores: Ada (8.9), Hopper (9.0), Blackwell (10.x, 12.x).
+FP8_MIN_CAPABILITY = (8, 9)
+
+
+def capability(cc: str) -> tuple[int, int]:
     """'8.9' -> (8, 9); a capability without a minor part ('9') reads as (9, 0)."""
     major, _, minor = cc.partition(".")
     try:
