@@ -7,8 +7,9 @@
 #        0,1:multi.duckdb "pythia-6.9b --gpus 2 --only fsdp3 fp8+fsdp3" -- \
 #        2:single2.duckdb "pythia-1b:free-lunch --only free-lunch fused" -- \
 #        3:single3.duckdb "llama-3.2-1b:free-lunch --only free-lunch fused"
-# Group N's log, database and results land in $OUT/gN/ (its items' output also in $OUT/gN.log); the machine's
-# record (nvidia-smi, topo -m, NCCL) in $OUT/machine.txt. The groups share the host's CPUs, memory and PCIe, not
+# Group N's log and database land in $OUT/gN/ (bench.log, DBNAME: two files a group, as the device tool returns
+# at most 8), the end of its output in this script's; the machine's record (nvidia-smi, topo -m, NCCL) in
+# $OUT/machine.txt. The groups share the host's CPUs, memory and PCIe, not
 # their cards: each row's provenance says the machine kind, and the closing notes say which rows ran side by side.
 # CALL_LIMIT, STOP_TAIL, TRIAL_TIMEOUT and BENCH_ARGS pass through to every group (see device_bench.sh).
 set -u
@@ -34,10 +35,10 @@ for g in "${groups[@]}"; do
   [[ $db =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "group $i: database name '$db' has characters other than A-Z a-z 0-9 _ . -"; exit 2; }
   mkdir -p "$top/g$i"
   echo "=== group $i on cards $cards -> $db: $*"
-  ( CUDA_VISIBLE_DEVICES=$cards OUT=$top/g$i bash scripts/device_bench.sh "$kind" "$db" "$@" > "$top/g$i.log" 2>&1 ) &
+  ( CUDA_VISIBLE_DEVICES=$cards OUT=$top/g$i bash scripts/device_bench.sh "$kind" "$db" "$@" > "/tmp/g$i.log" 2>&1 ) &
   pids+=($!); i=$((i + 1))
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-for j in $(seq 0 $((i - 1))); do echo "=== group $j"; tail -25 "$top/g$j.log"; done
+for j in $(seq 0 $((i - 1))); do echo "=== group $j"; grep -v "^ *$" "/tmp/g$j.log" | tail -30; done
 exit $rc

@@ -91,6 +91,7 @@ def test_fp8_swaps_the_linear_layers_but_the_head_and_trains_in_torchaos_emulati
     ref = _net(tiny)(input_ids=ids, labels=ids).loss
     net = _net(tiny)
     done = fast.apply_fp8(net, emulate=True)
+    assert all(m.config.pad_inner_dim for m in net.modules() if type(m).__name__ == "Float8Linear")
     assert done["linears"] == 8 and done["of"] == 9 and len(done["kept_16bit"]) == 1 and done["kept_16bit"][0].endswith(" (output head)")
     loss = net(input_ids=ids, labels=ids).loss
     loss.backward()
@@ -145,6 +146,9 @@ def test_fused_says_what_it_covers_and_what_it_leaves(tiny):
     assert done["covers"] == ["layer_norm x5", "fused_linear_cross_entropy"]  # 2 blocks x 2 + the final norm
     assert any("gelu" in part for part in done["not_covered"]) and any("rotary" in p for p in done["not_covered"])
     assert type(net.gpt_neox.final_layer_norm).__name__ == "LigerLayerNorm"
+    # torch.compile leaves liger's fused loss untraced (Dynamo cannot trace its in-place addmm on torch 2.11)
+    from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction as Flce
+    assert getattr(Flce.apply, "_torchdynamo_disable", False)
     # A model type liger-kernel knows goes through its own function, which patches module classes for the
     # whole process: in a process of its own.
     code = ("import transformers\nfrom engine.bench import fast\n"
@@ -169,6 +173,10 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     assert result["loss_method"] < result["start_loss"] and result["loss_baseline"] < result["start_loss"]  # it learns
     assert abs(result["gap"]) < 0.05 and abs(result["largest_gap"]) < 0.05 and result["gap"] != 0  # measured, small
     assert result["fp8"]["linears"] == 8 and len(result["curve_method"]) == len(result["curve_baseline"])
+    assert "padded" in result["fp8"]["recipe"]
+    # the noise floor: bf16 again from another initialisation, on the same batches
+    assert result["loss_other_init"] < result["start_loss"] and result["noise"] != 0 and result["noise"] != result["gap"]
+    assert len(result["curve_other_init"]) == len(result["curve_baseline"])
     db = tmp_path / "n.duckdb"
     with Store.open(db) as s:
         s.add_trial(Trial(model="tiny-neox", gpu="h100", num_gpus=1, feasible=True, source="measured", fp8=True,
@@ -181,7 +189,7 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     assert next(r for r in rows if not r["fp8"])["numerics"] is None
     words = "\n".join(details.settings_lines(fp8_row))
     assert "changes numerics" in words and "loss vs bf16" in words and "after 12 steps" in words
-    assert "[fp8 emulated on the CPU]" in words
+    assert "[fp8 emulated on the CPU]" in words and "bf16 from another init" in words
     assert "not measured (tui-planner numerics" in details.numerics_words("{\"loss_method\": \"[b]x\"}")
 
 

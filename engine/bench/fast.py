@@ -17,6 +17,7 @@ package missing); the sweep records it rather than launching a trial that would 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 from types import MethodType
@@ -71,6 +72,7 @@ def apply_fused(net: Any, objective: str) -> dict[str, Any]:
 
     model_type = getattr(net.config, "model_type", None)
     fn = MODEL_TYPE_TO_APPLY_LIGER_FN.get(model_type)
+    keep_fused_loss_eager()
     if fn is not None:
         sig = inspect.signature(fn)
         on = [name for name, p in sig.parameters.items() if p.default is True]
@@ -98,6 +100,22 @@ def apply_fused(net: Any, objective: str) -> dict[str, Any]:
                            f"not {', '.join(not_covered)}")
     return {"via": "tui-planner's generic liger patch (model type not in liger-kernel's list)", "covers": covers,
             "not_covered": not_covered}
+
+
+def keep_fused_loss_eager() -> None:
+    """torch.compile runs liger's fused linear cross-entropy as it is, untraced. Its autograd Function computes the
+    gradients inside its forward with Triton kernels and in-place `torch.addmm(..., out_dtype=float32, out=...)`,
+    which Dynamo cannot trace on torch 2.11 ("Dynamo failed to run FX node with fake tensors: addmm", measured on
+    an H200 for Pythia-1B and Llama-3.2-1B); tracing it would gain nothing (its kernels are Triton already). The
+    compiled model then breaks its graph once, at the loss. Idempotent; every caller of the Function (liger's own
+    model patches and ours) looks `apply` up on the class, so all of them take the wrapped one."""
+    import torch
+    from liger_kernel.ops import fused_linear_cross_entropy as flce
+
+    fn = flce.LigerFusedLinearCrossEntropyFunction
+    if not getattr(fn, "_tui_planner_eager", False):
+        fn.apply = torch.compiler.disable(fn.apply)
+        fn._tui_planner_eager = True
 
 
 def _swap_layer_norms(net: Any) -> int:
@@ -182,10 +200,13 @@ def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
             return False
         return True
 
+    # pad_inner_dim: torch._scaled_mm wants every inner dimension a multiple of 16, the tokens of a weight's
+    # gradient included (Pythia's 2,049-token samples at an odd micro-batch are not; measured on an H200: "Expected
+    # trailing dimension of mat1 to be divisible by 16 ... (2048x2049)"). Padded, as the export's accelerate recipe.
     if emulate:
-        config = Float8LinearConfig(emulate=True)
+        config = Float8LinearConfig(emulate=True, pad_inner_dim=True)
     else:
-        config = Float8LinearConfig.from_recipe_name(FP8_RECIPE)
+        config = dataclasses.replace(Float8LinearConfig.from_recipe_name(FP8_RECIPE), pad_inner_dim=True)
     before = sum(isinstance(m, torch.nn.Linear) for m in net.modules())
     convert_to_float8_training(net, module_filter_fn=take, config=config)
     from torchao.float8.float8_linear import Float8Linear
@@ -194,5 +215,5 @@ def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
     if converted == 0:
         raise RuntimeError(f"fp8: none of {type(net).__name__}'s {before} linear layers could take float8 "
                            f"({'; '.join(kept[:3])})")
-    return {"recipe": FP8_RECIPE + (" (emulated)" if emulate else ""), "linears": converted, "of": before,
+    return {"recipe": FP8_RECIPE + ", inner dims padded to 16" + (" (emulated)" if emulate else ""), "linears": converted, "of": before,
             "kept_16bit": kept[:8] + ([f"... {len(kept) - 8} more"] if len(kept) > 8 else [])}

@@ -339,8 +339,12 @@ def _build(config: dict) -> tuple[Any, Any, str, Any, str]:
 
     check(config, "config.json")
     mt = config["model_type"]
+    # From its own module: the top-level name is not exported by every transformers 5.x (the device image's lacks
+    # it: "Could not import module 'CONFIG_MAPPING'").
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     try:
-        cfg_cls = tf.CONFIG_MAPPING[mt]
+        cfg_cls = CONFIG_MAPPING[mt]
     except KeyError:
         raise BuildError(f"model_type = {mt!r} is not a model type transformers {tf.__version__} knows "
                          "(a newer transformers may; the planner runs no model code from a repository)") from None
@@ -492,17 +496,25 @@ def _main(argv: list[str]) -> int:
     import logging
     import warnings
 
-    for name in NOT_NEEDED:
-        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    hidden = [name for name in NOT_NEEDED if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
+    try:  # a transformers that imports one of them as it starts (5.17 did tokenizers) gets them back
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: F401
+    except ImportError:
+        for name in hidden:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
     try:
         config = json.loads(Path(argv[0]).read_text())
         desc = describe_by_building(config)
     except BuildError as e:
         desc = {"error": str(e).removeprefix("config.json: ")}
     except ImportError as e:
-        desc = {"error": f"describing this model needs torch and transformers (`pip install '.[bench]'`): {e}"}
+        cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""  # transformers' lazy imports hide it
+        desc = {"error": f"describing this model needs torch and transformers (`pip install '.[bench]'`): {e}{cause}"}
     except Exception as e:  # the config's doing: said as a message, never a traceback
         desc = {"error": f"transformers cannot build it: {type(e).__name__}: {str(e)[:200]}"}
     print(json.dumps(desc), flush=True)

@@ -308,7 +308,8 @@ def numerics_words(text: Any) -> str:
         if not isinstance(n, dict):
             raise ValueError
         return (f"{n['loss_method']:.3f} vs {float(n['loss_baseline']):.3f} after {int(n['steps'])} steps "
-                f"({float(n['gap']):+.1%}; largest gap {float(n['largest_gap']):+.1%})"
+                f"({float(n['gap']):+.1%}; largest gap {float(n['largest_gap']):+.1%}"
+                + (f"; bf16 from another init {float(n['noise']):+.1%}" if "noise" in n else "") + ")"
                 + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))
     except (ValueError, KeyError, TypeError):
         return "not measured (tui-planner numerics --model ... --extras ... --db ...)"
