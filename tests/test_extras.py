@@ -254,3 +254,53 @@ def test_numerics_emulated_on_the_cpu_is_printed_never_stored(tmp_path, capsys):
     assert "fp8: loss" in out and "vs" in out and "not stored" in out and "emulated" in out
     with Store.open(db) as s:
         assert [r["numerics"] for r in s.trials()] == [None]
+
+
+def _row(model, label, days, **kw):
+    m = space.by_label(label)
+    return {"source": "measured", "feasible": True, "model": model, "gpu": "h200", "num_gpus": kw.pop("n", 1),
+            "num_nodes": 1, "days": days, "free_lunch": m.free_lunch, "activation_checkpointing": m.activation_checkpointing,
+            "sharding": m.sharding, "offloading": m.offloading, "fused": m.fused, "fp8": m.fp8, **kw}
+
+
+def test_a_method_measured_beside_its_setting_gives_a_ratio_and_the_closest_one_is_taken():
+    from engine.predict import extras
+
+    rows = [_row("a", "free-lunch", 40), _row("a", "free-lunch", 38), _row("a", "fp8", 35.1),
+            _row("b", "free-lunch", 20), _row("b", "fp8", 16),
+            _row("b", "fsdp3", 10, n=2), _row("b", "fp8+fsdp3", 15, n=2),
+            _row("c", "fp8", 1.0),  # no setting without it measured: no pair
+            _row("a", "fused", 30, failure_kind="failed"), _row("a", "fused", 30, source="predicted")]
+    pairs = extras.measured_pairs(rows)
+    assert [(p.model, p.label, round(p.ratio, 3)) for p in pairs] == [("a", "fp8", 0.9), ("b", "fp8", 0.8),
+                                                                      ("b", "fp8+fsdp3", 1.5)]
+    on_a = extras.take(pairs, space.by_label("fp8+ckpt"), "a")  # this model, unsharded
+    assert on_a.how == "this model" and on_a.ratio == pytest.approx(0.9) and on_a.low < 0.9 < on_a.high
+    on_c = extras.take(pairs, space.by_label("fp8"), "c")  # other models, unsharded ones only
+    assert on_c.how.startswith("other models, same kind") and on_c.ratio == pytest.approx(0.85)
+    assert extras.take(pairs, space.by_label("fp8+fsdp2"), "a").ratio == pytest.approx(1.5)  # sharded: b's FSDP
+    assert extras.take(pairs, space.by_label("fused"), "a") is None  # the failed and predicted rows are no evidence
+    assert "measured x0.90" in on_a.words(("fp8",))
+
+
+def test_where_a_method_was_measured_its_prediction_rests_on_the_measurement():
+    """Fused kernels were measured slower than free-lunch under torch.compile (1 x H200, Llama-3.2-1B): the
+    prediction says so and why; with those rows left out it falls back to the assumed (faster) effect, and says
+    that it is one."""
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
+    from engine.predict.validate import build_predictor
+
+    presets = load_presets()
+    with Store.open(shipped_db(), read_only=True, create=False) as s:
+        rows = s.query("SELECT * FROM trials WHERE source <> 'predicted'")
+    assert any(r["fused"] and r["model"] == "llama-3.2-1b" and r["source"] == "measured" for r in rows)
+    measured = build_predictor(rows, presets, for_model="llama-3.2-1b")
+    fl = measured.predict("llama-3.2-1b", "h200", 1, space.by_label("free-lunch"))
+    fused = measured.predict("llama-3.2-1b", "h200", 1, space.by_label("fused"))
+    assert fused.days > fl.days and "measured x1." in fused.basis and fused.days_low < fused.days < fused.days_high
+    assert any("in place of the assumed effect" in line for line in fused.lines)
+    assumed = build_predictor([r for r in rows if not (r["fused"] or r["fp8"])], presets, for_model="llama-3.2-1b")
+    guess = assumed.predict("llama-3.2-1b", "h200", 1, space.by_label("fused"))
+    assert guess.days < assumed.predict("llama-3.2-1b", "h200", 1, space.by_label("free-lunch")).days
+    assert "an assumption" in guess.basis and "measured x" not in guess.basis

@@ -202,7 +202,10 @@ def _measured_cells(rows: list[dict[str, Any]], model: str) -> set[tuple[str, st
 def _days(p) -> str:
     if not p.feasible:
         return "—"
-    band = f" ({p.days_low:.0f}-{p.days_high:.0f})" if p.days_low is not None else ""
+    band = ""
+    if p.days_low is not None and p.days_high is not None:  # a short run's band keeps two digits: 0.15-0.21, not 0-0
+        band = (f" ({p.days_low:.2g}-{p.days_high:.2g})" if p.days_high < 1 else
+                f" ({fmt.band(p.days_low, p.days_high)})")
     return fmt.days(p.days) + band
 
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
-from engine.predict import calibration, memory
+from engine.predict import calibration, extras, memory
 from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
@@ -79,6 +79,8 @@ class Predictor:
         basis = distinct(b for b in (of(r) for r in rows) if b is not None)
         self.basis = [b for b in basis if b.source == "measured" or use_paper]
         self.calibrations = calibration.calibrate(rows, presets)
+        # fused kernels and FP8 measured beside the same setting without them: their ratios (engine/predict/extras.py)
+        self.extras_pairs = extras.measured_pairs(rows)
         self.bands = dict(bands or {})
         self._family_of_arch = {b.arch: b.family for b in self.basis}
         self._fits: dict[tuple[str, str, str], Fit | None] = {}
@@ -267,6 +269,10 @@ class Predictor:
             p.reason = f"fp8 converts the linear layers of 16-bit mixed-precision training; {model.id} trains in fp32"
             return p
         s = shape(model)
+        # Fused kernels or FP8 measured beside the same setting without them (engine/predict/extras.py): this setting
+        # is timed as without them (`tm`; its memory and micro-batch stay the method's), then x the measured ratio.
+        taken = extras.take(self.extras_pairs, methods, model.id) if methods.extras else None
+        tm = replace(methods, fused=False, fp8=False) if taken is not None else methods
         peak = compute_peak_flops(gpu, model, methods)
         if peak is None:
             p.reason = (f"{model.id} trains in fp32; without TF32 ({'naive' if not methods.free_lunch else 'no TF32 on this GPU'}) "
@@ -301,7 +307,7 @@ class Predictor:
         accum = formulas.grad_accum_steps(model.training.batch_size, num_gpus, mb)
         # Time.
         compute_s = recompute(model, methods) * compute_flops_per_sample(model) / peak
-        traffic = traffic_terms(model, methods)
+        traffic = traffic_terms(model, tm)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
         same = self._own_rows(f, self._same_model(model.id), group)
@@ -320,11 +326,11 @@ class Predictor:
             gen_band, gen_key = self.generations.band_for(gen.id)
         phi = attention_share(model)
         # fp8: the converted linear layers' products (a share q of the matmul FLOPs) run `speedup` times faster
-        q, speedup = (fp8_linear_share(model), fp8_speedup(gpu)) if methods.fp8 else (0.0, 1.0)
+        q, speedup = (fp8_linear_share(model), fp8_speedup(gpu)) if tm.fp8 else (0.0, 1.0)
         matmuls = (1 - q) + q / speedup
         compute_part = residual * mb * f.x_c * compute_s * (kc * (1 - phi) * matmuls + ka * phi)
         # fp8's weight casts, once a pass whatever the micro-batch (its activation casts are in `traffic`)
-        cast_pass = residual * f.x_m * km * fp8_cast_bytes(model, methods)[1] / (gpu.memory_bandwidth_gbs * 1e9)
+        cast_pass = residual * f.x_m * km * fp8_cast_bytes(model, tm)[1] / (gpu.memory_bandwidth_gbs * 1e9)
         memory_part = residual * mb * f.x_m * km * memory_s + cast_pass
         cb_pass, cb_update = comm_bytes(model, methods, num_gpus)
         hb_pass, hb_update = host_bytes(model, methods, num_gpus)
@@ -351,11 +357,11 @@ class Predictor:
         line = mfu_line(gpu)  # the generation's plausibility line (engine/data/generations.py)
         physical = fp8_peak_ratio(gpu, methods.fp8)
         fp8_gain = 1.0
-        if methods.fp8:
+        if tm.fp8:
             # The line holds the bf16 engine the fits describe: an fp8 row may pass it by what fp8 gains over the same
             # step in bf16 (its terms taken out), never by what the time model would claim past the line anyway.
             c0 = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
-            g0 = c0 + residual * mb * f.x_m * km * (memory_s - fp8_cast_bytes(model, methods)[0] / bw)
+            g0 = c0 + residual * mb * f.x_m * km * (memory_s - fp8_cast_bytes(model, tm)[0] / bw)
             w0_pass, w0_step = waits(cb_pass, cb_update, link, hidden, ck, g0)
             step0 = formulas.step_time_s(g0 + w0_pass + host_pass, accum, gpu_update + cpu_update + w0_step)
             fp8_gain = step0 / step_s
@@ -377,7 +383,7 @@ class Predictor:
         # factor; the methods beyond the paper's (fused kernels, FP8: their effect on time, engine/predict/terms.py)
         widen = ([(MOE_BAND, "a mixture of experts' unmeasured compute factor")]
                  if s.experts and arch not in self.bands else [])
-        widen += [(EXTRA_BANDS[e], f"{e}'s unmeasured effect on time ({space.EXTRA_NOTES[e]})") for e in methods.extras]
+        widen += [(EXTRA_BANDS[e], f"{e}'s unmeasured effect on time ({space.EXTRA_NOTES[e]})") for e in tm.extras]
         band = self.band(arch, s.family)
         for factors, what in widen:
             band = _widened(band, factors, what)
@@ -426,7 +432,7 @@ class Predictor:
                    + (f"; {self._generation_basis(gen, factors_from, gen_key)}"
                       if gen is not None and gen.id != BASE and self.generations is not None else "")
                    + (f"; {self._borrowed_basis(card_from)}" if card_from not in (None, gpu.id) else "")
-                   + "".join(f"; {x}" for x in _extra_basis(model, gpu, methods, mb, q, speedup)))
+                   + "".join(f"; {x}" for x in _extra_basis(model, gpu, tm, mb, q, speedup)))
         p.terms.update({
             "group": group, "x_c": f.x_c, "x_m": f.x_m, "fit_note": f.note, "residual": residual,
             "compute_s_per_sample": compute_s, "traffic_bytes_per_sample": traffic, "peak_flops": peak,
@@ -451,7 +457,9 @@ class Predictor:
         })
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
-        p.lines += _extra_basis(model, gpu, methods, mb, q, speedup)
+        if taken is not None:
+            _from_measured_ratio(p, taken, flops_step, gpu, model)
+        p.lines += _extra_basis(model, gpu, tm, mb, q, speedup)
         return p
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
@@ -587,6 +595,29 @@ def _widened(band: Band | None, factors: tuple[float, float], what: str) -> Band
     (terms.EXTRA_BANDS)."""
     return combine(band, Band(factors[0], factors[1], (), what),
                    f"{band.what if band else 'no model band'}; and {what} ({factors[0]:g}x-{factors[1]:g}x)")
+
+
+def _from_measured_ratio(p: Prediction, taken: "extras.Taken", flops_step: float, gpu: Gpu, model: Model) -> None:
+    """A prediction with fused kernels or FP8 where they were measured: the setting timed as without them (at the
+    micro-batch the method's memory allows) x the measured ratio (engine/predict/extras.py), its band x the ratios'
+    spread."""
+    r = taken.ratio
+    base_days, base_mfu, base_capped = p.days, p.mfu, p.capped
+    p.step_s *= r
+    p.pass_s = max(0.0, p.step_s - (p.update_s or 0.0)) / max(1, p.grad_accum or 1)
+    p.days = formulas.training_days(p.step_s, model.training.steps)
+    p.mfu = formulas.mfu(flops_step, p.step_s, p.num_gpus, gpu.peak_16bit_flops)
+    # the ratio's figure is no line's: the mark would read as this row held at the line (said in words instead)
+    p.capped, p.uncapped_days = False, None
+    p.days_low = (p.days_low or base_days) * taken.low
+    p.days_high = (p.days_high or base_days) * taken.high
+    words = taken.words(p.methods.extras) + (f"; timed without it, this setting is capped at its line "
+                                             f"({base_mfu:.0%})" if base_capped else "")
+    p.basis = f"{p.basis}; {words}"
+    p.lines.append(words)
+    p.terms.update({"extras_measured": {"ratio": r, "low": taken.low, "high": taken.high, "how": taken.how,
+                                        "pairs": [pair.words() for pair in taken.pairs]},
+                    "base_days": base_days, "base_capped": base_capped, "capped": False, "uncapped_days": None})
 
 
 def _extra_basis(model: Model, gpu: Gpu, methods: Methods, micro_batch: int, q: float, speedup: float) -> list[str]:
