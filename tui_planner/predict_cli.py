@@ -204,8 +204,8 @@ def _days(p) -> str:
         return "—"
     band = ""
     if p.days_low is not None and p.days_high is not None:  # a short run's band keeps two digits: 0.15-0.21, not 0-0
-        band = (f" ({p.days_low:.2g}-{p.days_high:.2g})" if p.days_high < 1 else
-                f" ({fmt.band(p.days_low, p.days_high)})")
+        text = f"{p.days_low:.2g}-{p.days_high:.2g}" if p.days_high < 1 else fmt.band(p.days_low, p.days_high)
+        band = f" ({text})" if text else ""
     return fmt.days(p.days) + band
 
 

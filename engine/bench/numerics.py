@@ -78,7 +78,8 @@ def _train(model: Model, methods: Methods, steps: int, micro_batch: int, seq_len
 
 def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int = 8, seq_len: int = 512,
             device: str = "cuda", seed: int = 0) -> dict[str, Any]:
-    """Train `model` twice from one initialisation, bf16 free-lunch and `methods`; the losses compared."""
+    """Train `model` from one initialisation in bf16 free-lunch and with `methods`, and bf16 again from another
+    initialisation on the same batches (the noise floor); the losses compared."""
     if not methods.extras:
         raise ValueError(f"{methods.label}: nothing to compare (no fused or fp8)")
     if model.objective != "causal-lm":

@@ -503,7 +503,7 @@ def _main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
     try:  # a transformers that imports one of them as it starts (5.17 did tokenizers) gets them back
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: F401
-    except ImportError:
+    except Exception:  # noqa: BLE001 - whatever it was, describe_by_building below says it as a message
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]

@@ -16,16 +16,30 @@ def export_jsonl(store: Store, path: Path, source: str = "measured") -> int:
     by the memory model, or left unrun by the guided search, with their reasons and predictions)."""
     runs = store.query("SELECT * FROM runs WHERE source = ? AND run_id IN (SELECT run_id FROM trials) "
                        "ORDER BY started_at", [source])
+    shipped = _shipped_model_ids()
     n = 0
     with open(path, "w") as f:
         for run in runs:
             f.write(json.dumps({"run": {k: plain(run[k]) for k in RUN_COLUMNS}}) + "\n")
+            # A model the shipped presets do not hold (one described from its config.json): the preset its run
+            # stored goes along, so its rows can be recomputed from their own timings and shape where they land.
+            for p in store.query("SELECT run_id, kind, id, content, file FROM presets WHERE run_id = ? AND kind = "
+                                 "'model' AND id IN (SELECT DISTINCT model FROM trials WHERE run_id = ?) ORDER BY id",
+                                 [run["run_id"], run["run_id"]]):
+                if p["id"] not in shipped:
+                    f.write(json.dumps({"preset": {k: plain(v) for k, v in p.items()}}) + "\n")
             for t in store.query("SELECT * FROM trials WHERE run_id = ? AND (source = ? OR (? = 'measured' AND "
                                  "source = 'predicted' AND failure_kind IN ('memory', 'cannot-win'))) "
                                  "ORDER BY created_at", [run["run_id"], source, source]):
                 f.write(json.dumps({"trial": {k: plain(t[k]) for k in TRIAL_COLUMNS}}) + "\n")
                 n += 1
     return n
+
+
+def _shipped_model_ids() -> set[str]:
+    from engine.data.presets import load_presets
+
+    return set(load_presets(include_user=False).models)
 
 
 def _parse(cls, data: dict, time_fields: tuple[str, ...]):
@@ -38,17 +52,21 @@ def _parse(cls, data: dict, time_fields: tuple[str, ...]):
 def import_jsonl(store: Store, path: Path, models=None) -> int:
     """Add the runs and trials of an exported file. Rows exported before the store kept their training run
     get their model's (from `models`, a mapping of id to Model, else the shipped presets)."""
-    runs, trials = [], []
+    runs, trials, presets = [], [], []
     for line in Path(path).read_text().splitlines():
         if not line.strip():
             continue
         item = json.loads(line)
         if "run" in item:
             runs.append(_parse(Run, item["run"], ("started_at", "ended_at")))
+        elif "preset" in item:
+            p = item["preset"]
+            presets.append((str(p["run_id"]), str(p["kind"]), str(p["id"]), str(p["content"]), p.get("file")))
         else:
             trials.append(_parse(Trial, item["trial"], ("created_at",)))
     for r in runs:
         store.add_run(r)
+    store.insert("presets", ("run_id", "kind", "id", "content", "file"), presets)
     store.add_trials(trials)
     if any(t.training_run is None for t in trials):
         store.fill_training_runs(models)

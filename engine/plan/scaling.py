@@ -3,7 +3,8 @@ GPU count on one node (speed-up and efficiency against one GPU), and what the li
 setting: the machine's own (NVLink or PCIe) against GPU-to-GPU traffic staged through host memory (no peer
 access: most PCIe workstations sold) and against the same GPUs split over nodes talking over sockets.
 
-Only final measured rows count (a time, not a crash), the latest of each setting (a later measurement
+Only final measured rows count (a time, not a crash), 16-bit ones for the scaling (fp8 changes numerics), the
+latest of each setting (a later measurement
 supersedes: it is marked so, no longer final). No torch here.
 """
 
@@ -19,7 +20,7 @@ _BEST_SQL = """
 SELECT model, gpu, num_gpus * num_nodes AS n, num_nodes,
        CASE WHEN num_nodes > 1 THEN coalesce(interconnect, 'network')
             WHEN interconnect = 'host-staged' THEN 'host-staged' ELSE 'own' END AS link,
-       split_part(key, '|', 5) AS label, days, mfu, micro_batch, grad_accum, step_s
+       split_part(key, '|', 5) AS label, days, mfu, micro_batch, grad_accum, step_s, coalesce(fp8, false) AS fp8
 FROM trials
 WHERE source = 'measured' AND feasible AND days IS NOT NULL AND failure_kind IS NULL AND gpu <> 'cpu'
   AND key NOT LIKE '%|no-compile%'
@@ -95,8 +96,8 @@ def scaling(store: Store, model: str | None = None, gpu: str | None = None) -> l
     """Every (model, GPU) measured on more than one GPU count of one node, its best time at each count."""
     best: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     for r in _rows(store, model, gpu):
-        if r["link"] != "own" or r["num_nodes"] != 1:
-            continue
+        if r["link"] != "own" or r["num_nodes"] != 1 or r["fp8"]:
+            continue  # an fp8 row is another training (changes numerics): the best is of the 16-bit ones
         at = best.setdefault((r["model"], r["gpu"]), {})
         if r["n"] not in at or r["days"] < at[r["n"]]["days"]:
             at[r["n"]] = r

@@ -7,9 +7,10 @@ assumption: a prediction with the method is the prediction without it x that rat
 (2026-11-27), the ratios were far from the assumption: fused kernels under torch.compile were slower (x1.07-1.12
 days), fp8 faster alone (x0.82-0.90) and slower under FSDP-3 (x1.49).
 
-Which ratios a prediction takes, closest first: the same model with the same kind of setting (sharded or not),
-then any model with that kind of setting, then any. Its band spans the ratios it took (x0.95 below the lowest,
-x1.05 above the highest; wider where borrowed from other models), on top of the prediction's own band.
+Which ratios a prediction takes, closest first, of the same kind of setting only (sharded or not, offloaded or not):
+this very cell measured, then this model's other pairs, then other models'. Its band spans the ratios it took
+(x0.95 below the lowest and x1.05 above the highest for the cell itself; x0.85 and x1.2 where carried to another
+cell), on top of the prediction's own band. A kind nobody measured keeps the assumption.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from engine.data.space import Methods
+from engine.data.store import provenance_view
 from engine.predict.memory import methods_of
 
 MARGIN_SAME = (0.95, 1.05)  # a ratio measured on this model: its run-to-run spread
@@ -33,11 +35,15 @@ class Pair:
     gpu: str
     num_gpus: int
     extras: tuple[str, ...]
-    sharded: bool
-    label: str  # the setting with the method, e.g. 'fp8+fsdp3'
+    methods: Methods  # the setting with the method
+    nodes: int
     ratio: float  # days with the method / days without it (both measured medians)
     days: float
     base_days: float
+
+    @property
+    def label(self) -> str:
+        return self.methods.label
 
     def words(self) -> str:
         return f"{self.model} {self.num_gpus}x{self.gpu} {self.label} x{self.ratio:.2f}"
@@ -51,7 +57,7 @@ class Taken:
     low: float
     high: float
     pairs: tuple[Pair, ...]
-    how: str  # 'this model' | 'other models, same kind of setting' | 'other models'
+    how: str  # which tier of evidence (take)
 
     def words(self, extras: Sequence[str]) -> str:
         return (f"{'+'.join(extras)}: measured x{self.ratio:.2f} the days of the same setting without it "
@@ -62,11 +68,19 @@ class Taken:
 
 def _cell(row: Mapping[str, Any], methods: Methods) -> tuple:
     return (row.get("model"), row.get("gpu"), int(row.get("num_gpus") or 1), int(row.get("num_nodes") or 1),
-            row.get("interconnect") or "", methods.label)
+            row.get("interconnect") or "", row.get("training_run") or "", methods.label)
+
+
+def _kind(methods: Methods) -> tuple[bool, bool]:
+    """What a ratio carries over between: sharded or not, offloaded or not (an offloaded step is another
+    balance of GPU, PCIe and CPU work, which no unoffloaded pair says anything about)."""
+    return methods.sharding != "none", methods.offloading
 
 
 def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
-    """Every measured setting with fused or fp8 whose setting without them was measured on the same cell."""
+    """Every measured setting with fused or fp8 whose setting without them was measured on the same cell (same
+    model, GPU, count, machines, interconnect and training run; rows of the engine before its causal-mask fix
+    left out)."""
     days: dict[tuple, list[float]] = {}
     meta: dict[tuple, Methods] = {}
     for r in rows:
@@ -74,6 +88,8 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
             continue
         try:
             m = methods_of(r)
+            if provenance_view(r.get("provenance")).get("causal_mask") == "dense mask":
+                continue  # the engine before its causal-mask fix: another, slower step
         except Exception:  # noqa: BLE001 - a row this version cannot read is no evidence
             continue
         key = _cell(r, m)
@@ -89,20 +105,21 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
         if base_key not in days:
             continue
         d, b = statistics.median(values), statistics.median(days[base_key])
-        out.append(Pair(key[0], key[1], key[2], m.extras, m.sharding != "none", m.label, d / b, d, b))
+        out.append(Pair(key[0], key[1], key[2], m.extras, m, key[3], d / b, d, b))
     return sorted(out, key=lambda p: (p.extras, p.model, p.gpu, p.num_gpus, p.label))
 
 
-def take(pairs: Sequence[Pair], methods: Methods, model_id: str) -> Taken | None:
-    """The ratio for `methods`' extras on `model_id`, closest evidence first; None where nothing was measured."""
-    same_extras = [p for p in pairs if p.extras == methods.extras]
-    if not same_extras:
-        return None
-    sharded = methods.sharding != "none"
-    kind = [p for p in same_extras if p.sharded == sharded]
-    for chosen, how, margin in (([p for p in kind if p.model == model_id], "this model", MARGIN_SAME),
-                                (kind, "other models, same kind of setting", MARGIN_BORROWED),
-                                (same_extras, "other models", MARGIN_BORROWED)):
+def take(pairs: Sequence[Pair], methods: Methods, model_id: str, gpu_id: str = "", num_gpus: int = 0,
+         nodes: int = 1) -> Taken | None:
+    """The ratio for `methods`' extras on this cell, closest evidence first: this very cell measured (its
+    run-to-run margin), else this model's pairs, else other models', of the same kind of setting (sharded or not,
+    offloaded or not; a wider margin); None where nothing of that kind was measured (the assumption stands)."""
+    kind = [p for p in pairs if p.extras == methods.extras and _kind(p.methods) == _kind(methods)]
+    tiers = (([p for p in kind if (p.model, p.gpu, p.num_gpus, p.nodes, p.label)
+               == (model_id, gpu_id, num_gpus, nodes, methods.label)], "this cell, measured", MARGIN_SAME),
+             ([p for p in kind if p.model == model_id], "this model, another cell or setting", MARGIN_BORROWED),
+             (kind, "other models, the same kind of setting", MARGIN_BORROWED))
+    for chosen, how, margin in tiers:
         if chosen:
             ratios = [p.ratio for p in chosen]
             return Taken(statistics.median(ratios), min(ratios) * margin[0], max(ratios) * margin[1],

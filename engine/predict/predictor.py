@@ -271,7 +271,7 @@ class Predictor:
         s = shape(model)
         # Fused kernels or FP8 measured beside the same setting without them (engine/predict/extras.py): this setting
         # is timed as without them (`tm`; its memory and micro-batch stay the method's), then x the measured ratio.
-        taken = extras.take(self.extras_pairs, methods, model.id) if methods.extras else None
+        taken = extras.take(self.extras_pairs, methods, model.id, gpu.id, num_gpus, nodes) if methods.extras else None
         tm = replace(methods, fused=False, fp8=False) if taken is not None else methods
         peak = compute_peak_flops(gpu, model, methods)
         if peak is None:
@@ -455,11 +455,10 @@ class Predictor:
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
         })
+        ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
-        if taken is not None:
-            _from_measured_ratio(p, taken, flops_step, gpu, model)
-        p.lines += _extra_basis(model, gpu, tm, mb, q, speedup)
+        p.lines += [ratio_words] if ratio_words else _extra_basis(model, gpu, tm, mb, q, speedup)
         return p
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
@@ -597,10 +596,11 @@ def _widened(band: Band | None, factors: tuple[float, float], what: str) -> Band
                    f"{band.what if band else 'no model band'}; and {what} ({factors[0]:g}x-{factors[1]:g}x)")
 
 
-def _from_measured_ratio(p: Prediction, taken: "extras.Taken", flops_step: float, gpu: Gpu, model: Model) -> None:
+def _from_measured_ratio(p: Prediction, taken: "extras.Taken", flops_step: float, gpu: Gpu, model: Model,
+                         physical: float) -> str:
     """A prediction with fused kernels or FP8 where they were measured: the setting timed as without them (at the
     micro-batch the method's memory allows) x the measured ratio (engine/predict/extras.py), its band x the ratios'
-    spread."""
+    spread, never below what 100% of the physical peak allows. Returns the line that says so (also in the basis)."""
     r = taken.ratio
     base_days, base_mfu, base_capped = p.days, p.mfu, p.capped
     p.step_s *= r
@@ -609,15 +609,16 @@ def _from_measured_ratio(p: Prediction, taken: "extras.Taken", flops_step: float
     p.mfu = formulas.mfu(flops_step, p.step_s, p.num_gpus, gpu.peak_16bit_flops)
     # the ratio's figure is no line's: the mark would read as this row held at the line (said in words instead)
     p.capped, p.uncapped_days = False, None
-    p.days_low = (p.days_low or base_days) * taken.low
-    p.days_high = (p.days_high or base_days) * taken.high
+    floor = formulas.training_days(flops_step / (p.num_gpus * gpu.peak_16bit_flops * physical), model.training.steps)
+    p.days_low = min(p.days, max(floor, (p.days_low or base_days) * taken.low))
+    p.days_high = max(p.days, (p.days_high or base_days) * taken.high)
     words = taken.words(p.methods.extras) + (f"; timed without it, this setting is capped at its line "
                                              f"({base_mfu:.0%})" if base_capped else "")
     p.basis = f"{p.basis}; {words}"
-    p.lines.append(words)
     p.terms.update({"extras_measured": {"ratio": r, "low": taken.low, "high": taken.high, "how": taken.how,
                                         "pairs": [pair.words() for pair in taken.pairs]},
                     "base_days": base_days, "base_capped": base_capped, "capped": False, "uncapped_days": None})
+    return words
 
 
 def _extra_basis(model: Model, gpu: Gpu, methods: Methods, micro_batch: int, q: float, speedup: float) -> list[str]:
