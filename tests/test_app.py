@@ -68,6 +68,18 @@ async def bench_on_clock(pilot, app: PlannerApp, clock: list[float]):
     return app.screen
 
 
+async def benchmark_screen(pilot, app: PlannerApp, tries: int = 400):
+    """Open the Benchmark screen (3) and wait, up to `tries` x 50 ms, for its machine probe (a Python that
+    imports torch) to answer; returns the screen."""
+    await pilot.press("3")
+    screen = app.screen
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        if screen.machine is not None:
+            break
+    return screen
+
+
 async def ranked(pilot, app: PlannerApp, **expect) -> None:
     """Wait until the background ranking matches the state the keys asked for."""
     for _ in range(100):
@@ -722,12 +734,7 @@ def test_benchmark_screen_runs_a_real_cpu_sweep_and_rows_arrive(db, tmp_path):
     async def go():
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("3")
-            screen = app.screen
-            for _ in range(400):  # the probe starts a Python that imports torch
-                await pilot.pause(0.05)
-                if screen.machine is not None:
-                    break
+            screen = await benchmark_screen(pilot, app)  # the probe starts a Python that imports torch
             assert screen.machine is not None and not screen.machine.gpus
             assert screen.query_one("#b-device", Select).value == "cpu"
             models = screen.query_one("#b-model", Select)
@@ -1054,12 +1061,7 @@ def test_quitting_during_a_sweep_asks_then_stops_every_trial(db, tmp_path):
     async def go():
         app = make_app(db, presets=(str(FIXTURES / "tiny"),))
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("3")
-            screen = app.screen
-            for _ in range(400):
-                await pilot.pause(0.05)
-                if screen.machine is not None:
-                    break
+            screen = await benchmark_screen(pilot, app)
             screen.query_one("#b-model", Select).value = "tiny-neox"
             screen.query_one("#b-db", Input).value = str(tmp_path / "q.duckdb")
             await pilot.press("escape", "r")
@@ -1586,12 +1588,7 @@ def test_a_model_added_on_the_plan_screen_is_one_to_benchmark_from_its_config(db
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("3")
-            screen = app.screen
-            for _ in range(200):
-                await pilot.pause(0.05)
-                if screen.machine is not None:
-                    break
+            screen = await benchmark_screen(pilot, app, tries=200)
             device, model = screen.query_one("#b-device", Select), screen.query_one("#b-model", Select)
             device.value = "cuda"
             await pilot.pause(0.05)

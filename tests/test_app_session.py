@@ -11,7 +11,7 @@ import asyncio
 
 from textual.widgets import Input
 
-from test_app import SIZE, db, make_app, ranked, text  # noqa: F401 - db is a fixture
+from test_app import SIZE, benchmark_screen, db, make_app, ranked, text  # noqa: F401 - db is a fixture
 
 
 def test_a_valid_value_clears_the_error_and_brings_the_verdict_back(db):
@@ -80,12 +80,7 @@ def test_the_benchmark_screen_draws_nothing_while_idle(db):
         app = make_app(db)
         async with app.run_test(size=SIZE) as pilot:
             await ranked(pilot, app)
-            await pilot.press("3")
-            screen = app.screen
-            for _ in range(400):
-                await pilot.pause(0.05)
-                if screen.machine is not None:
-                    break
+            screen = await benchmark_screen(pilot, app)
             await pilot.pause(0.5)
             frames = []
             display = app._display

@@ -100,24 +100,24 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
     floor, _ = _train(model, base, steps, micro_batch, seq_len, device, seed + 1, ids, emulate, data_seed=seed)
     tenth = max(1, steps // 10)
 
-    def gaps(a: list[float], b: list[float]) -> tuple[float, float]:
-        """(b's gap to a at the end, b's largest gap along the way), over windows of a tenth of the run."""
+    def gaps(a: list[float], b: list[float]) -> tuple[float, float, float]:
+        """(b's loss at the end, its gap to a's there, its largest gap along the way), over windows of a tenth."""
         end_a, end_b = statistics.mean(a[-tenth:]), statistics.mean(b[-tenth:])
         windows = [(statistics.mean(a[i:i + tenth]), statistics.mean(b[i:i + tenth]))
                    for i in range(0, steps - tenth + 1, tenth)]
         worst = max(windows, key=lambda w: abs(w[1] - w[0]) / w[0])
-        return (end_b - end_a) / end_a, (worst[1] - worst[0]) / worst[0]
+        return end_b, (end_b - end_a) / end_a, (worst[1] - worst[0]) / worst[0]
 
-    end_ref, end_got = statistics.mean(ref[-tenth:]), statistics.mean(got[-tenth:])
-    gap, largest = gaps(ref, got)
-    noise, largest_noise = gaps(ref, floor)
+    end_ref = statistics.mean(ref[-tenth:])
+    end_got, gap, largest = gaps(ref, got)
+    end_floor, noise, largest_noise = gaps(ref, floor)
     every = max(1, steps // 50)
     return {
         "method": methods.label, "baseline": base.label + " (bf16)", "corpus": CORPUS, "steps": steps,
         "micro_batch": micro_batch, "seq_len": seq_len, "seed": seed, "device": device,
         **({"fp8_emulated": True} if emulate and methods.fp8 else {}),
         "loss_baseline": end_ref, "loss_method": end_got, "gap": gap, "largest_gap": largest, "start_loss": ref[0],
-        "loss_other_init": statistics.mean(floor[-tenth:]), "noise": noise, "largest_noise": largest_noise,
+        "loss_other_init": end_floor, "noise": noise, "largest_noise": largest_noise,
         "curve_every": every, "curve_baseline": ref[::every], "curve_method": got[::every],
         "curve_other_init": floor[::every],
         **done,

@@ -34,16 +34,22 @@ class Pair:
     model: str
     gpu: str
     num_gpus: int
-    extras: tuple[str, ...]
-    methods: Methods  # the setting with the method
     nodes: int
-    ratio: float  # days with the method / days without it (both measured medians)
-    days: float
-    base_days: float
+    methods: Methods  # the setting with the method
+    days: float  # its measured median
+    base_days: float  # the same setting's without the method
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        return self.methods.extras
 
     @property
     def label(self) -> str:
         return self.methods.label
+
+    @property
+    def ratio(self) -> float:
+        return self.days / self.base_days
 
     def words(self) -> str:
         return f"{self.model} {self.num_gpus}x{self.gpu} {self.label} x{self.ratio:.2f}"
@@ -104,8 +110,7 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
         base_key = key[:-1] + (base.label,)
         if base_key not in days:
             continue
-        d, b = statistics.median(values), statistics.median(days[base_key])
-        out.append(Pair(key[0], key[1], key[2], m.extras, m, key[3], d / b, d, b))
+        out.append(Pair(key[0], key[1], key[2], key[3], m, statistics.median(values), statistics.median(days[base_key])))
     return sorted(out, key=lambda p: (p.extras, p.model, p.gpu, p.num_gpus, p.label))
 
 
