@@ -286,6 +286,22 @@ def test_a_method_measured_beside_its_setting_gives_a_ratio_and_the_closest_one_
     assert "measured x0.90" in cell.words(("fp8",))
 
 
+def test_a_cell_measured_again_gives_its_ratio_from_the_latest_rows():
+    """fp8 under FSDP-3 was measured at x1.44 while half the blocks ran uncompiled, then at x0.84 once each
+    compiled: the later measurement of a setting supersedes the earlier (as findings and scaling take it); rows of
+    one moment stay together."""
+    from engine.predict import extras
+
+    rows = [_row("d", "fsdp3", 21.3, n=2, created_at="2026-11-27 20:52:39"),
+            _row("d", "fp8+fsdp3", 30.5, n=2, created_at="2026-11-27 20:53:40"),
+            _row("d", "fsdp3", 19.9, n=2, created_at="2026-11-27 21:03:33"),
+            _row("d", "fp8+fsdp3", 17.8, n=2, created_at="2026-11-27 21:04:40"),
+            _row("d", "fp8+fsdp3", 17.0, n=2, created_at="2026-11-27 21:04:40")]
+    [pair] = extras.measured_pairs(rows)
+    assert pair.base_days == 19.9 and pair.days == pytest.approx(17.4) and pair.ratio == pytest.approx(17.4 / 19.9)
+    assert extras.measured_pairs(list(reversed(rows)))[0].ratio == pytest.approx(pair.ratio)  # whatever the order
+
+
 def test_where_a_method_was_measured_its_prediction_rests_on_the_measurement():
     """Fused kernels were measured slower than free-lunch under torch.compile (1 x H200, Llama-3.2-1B): the
     prediction says so and why; with those rows left out it falls back to the assumed (faster) effect, and says
@@ -308,3 +324,96 @@ def test_where_a_method_was_measured_its_prediction_rests_on_the_measurement():
     guess = assumed.predict("llama-3.2-1b", "h200", 1, space.by_label("fused"))
     assert guess.days < assumed.predict("llama-3.2-1b", "h200", 1, space.by_label("free-lunch")).days
     assert "an assumption" in guess.basis and "measured x" not in guess.basis
+
+
+def test_under_compile_fused_puts_in_the_loss_kernel_only(tiny):
+    """Measured on an H200, liger's norms and activations inside a compiled model were slower than what Inductor
+    fuses (Pythia-1B 50% MFU against 56%): a compiled trial takes the fused linear cross-entropy only and says what
+    it left to torch.compile, for the generic patch (GPT-NeoX) and for liger's own function (Llama: the keyword
+    arguments it took travel to the export's liger_kernel_config)."""
+    pytest.importorskip("liger_kernel")
+    from engine.bench import fast
+
+    net = _net(tiny)
+    done = fast.apply_fused(net, "causal-lm", compiled=True)
+    assert done["covers"] == ["fused_linear_cross_entropy"]
+    assert done["not_covered"] == ["layer norms (left to torch.compile, which fuses it with its neighbours)"]
+    assert type(net.gpt_neox.final_layer_norm).__name__ == "LayerNorm"  # torch's, not liger's
+    code = ("import transformers\nfrom engine.bench import fast\n"
+            "c = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, "
+            "num_attention_heads=4, vocab_size=128)\n"
+            "net = transformers.LlamaForCausalLM(c)\n"
+            "print(fast.apply_fused(net, 'causal-lm', compiled=True))\n"
+            "print(type(net.model.norm).__name__, type(net.model.layers[0].mlp).__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    shown, classes = out.stdout.strip().splitlines()[-2:]
+    assert "'covers': ['fused_linear_cross_entropy']" in shown
+    assert "'liger_kernel_config': {'rope': False, 'fused_linear_cross_entropy': True, 'rms_norm': False, " \
+           "'swiglu': False}" in shown and "rms_norm (left to torch.compile" in shown
+    assert classes == "LlamaRMSNorm LlamaMLP"  # not liger's LigerRMSNorm / LigerSwiGLUMLP
+
+
+def test_a_compiled_trial_records_what_dynamo_made_of_it():
+    """A row says how many graphs torch.compile made, its graph breaks, and each function for which Dynamo hit its
+    recompile limit (from then on uncompiled): what showed that half of an FSDP model's blocks ran eager."""
+    import torch
+
+    from engine.bench.trial import DynamoWatch
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: x.sin() + 1, backend="eager", dynamic=False)
+    with torch._dynamo.config.patch(recompile_limit=1, automatic_dynamic_shapes=False), DynamoWatch() as watch:
+        for n in (2, 3, 4):
+            f(torch.randn(n))
+    report = watch.report()
+    assert report["graphs"] >= 1 and isinstance(report["graph_breaks"], int)
+    assert len(report["recompile_limit_hit"]) == 1 and "recompile_limit (1)" in report["recompile_limit_hit"][0]
+    with DynamoWatch() as quiet:
+        f(torch.randn(2))  # compiled already: nothing to say
+    assert quiet.report()["recompile_limit_hit"] == []
+
+
+FSDP_BLOCKS = r"""
+import dataclasses, functools, json, os, socket, sys
+import torch, torch.distributed as dist
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+dist.init_process_group("gloo")
+from engine.bench import modeling, steppers
+from engine.bench.trial import DynamoWatch
+from engine.data.presets import load_presets
+from engine.data.space import Methods
+base = load_presets((sys.argv[1],)).model("tiny-neox")
+model = dataclasses.replace(base, config={**dict(base.config), "num_hidden_layers": 12})
+steppers.torch.compile = functools.partial(torch.compile, backend="eager")  # Dynamo's frames, no codegen
+out = {}
+for raised in (False, True):
+    torch._dynamo.reset()
+    torch._dynamo.config.recompile_limit = 8
+    if not raised:
+        real, steppers.allow_a_compile_per_block = steppers.allow_a_compile_per_block, lambda blocks: None
+    net = modeling.build_model(model, "sdpa", "cpu")
+    stepper = steppers.FsdpStepper(net, model, Methods(sharding="fsdp3"), "cpu", compile=True)
+    if not raised:
+        steppers.allow_a_compile_per_block = real
+    batch = modeling.make_batch(model, 1, "cpu", torch.Generator().manual_seed(0))
+    with DynamoWatch() as watch:
+        stepper.pass_(batch)
+    out[str(raised)] = watch.report()["recompile_limit_hit"]
+print(json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp_compiles_every_block_not_the_first_eight():
+    """Under FSDP each block is a Dynamo frame of its own, compiled once per layer index; past the recompile limit
+    (8) the rest ran uncompiled, on the GPU too (2 x H200: fp8 x0.7 of FSDP-3 without it, x1.12-1.20 once every
+    block compiled). A 12-block model under FSDP on the CPU: the limit is hit without the stepper raising it, and
+    not with it."""
+    out = subprocess.run([sys.executable, "-c", FSDP_BLOCKS, str(TINY)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    hits = json.loads(out.stdout.strip().splitlines()[-1])
+    assert hits["False"] and "recompile_limit (8)" in hits["False"][0]
+    assert hits["True"] == []

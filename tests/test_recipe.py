@@ -321,6 +321,18 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
     generic = {**row, "provenance": json.dumps({"fused": {"via": "tui-planner's generic liger patch", "covers": []}})}
     g = recipe.build(recipe.Choice(generic, None, choice.counts), presets, shipped_db())
     assert "use_liger_kernel" not in g.training_args and "engine.bench.fast.apply_fused" in g.explain
+    # a compiled row ran the loss kernel only: liger's own function with the keyword arguments it took, the rest left
+    # to torch.compile, and the loss untraced as in the benchmark
+    kernels = {"rope": False, "fused_linear_cross_entropy": True, "rms_norm": False, "swiglu": False}
+    own = {**row, "compile": True, "provenance": json.dumps({"fused": {
+        "via": "liger_kernel apply_liger_kernel_to_llama", "covers": ["fused_linear_cross_entropy"],
+        "liger_kernel_config": kernels}})}
+    o = recipe.build(recipe.Choice(own, None, choice.counts), presets, shipped_db())
+    assert o.training_args["use_liger_kernel"] is True and o.training_args["liger_kernel_config"] == kernels
+    assert "liger_kernel_config" in {f.name for f in __import__("dataclasses").fields(TrainingArguments)}
+    assert "keep_fused_loss_eager()" in o.explain
+    g = recipe.build(recipe.Choice({**generic, "compile": True}, None, choice.counts), presets, shipped_db())
+    assert "apply_fused(model, 'causal-lm', compiled=True)" in g.explain
     assert recipe.fp8_env(plain.plan) == {} and recipe.accelerate_config(plain.plan) is None
     assert "ACCELERATE_MIXED_PRECISION" not in plain.launch and "CHANGES NUMERICS" not in plain.explain
     recipe.write(plain, tmp_path / "out")  # a later export without fp8 leaves no stale FP8 recipe behind

@@ -7,6 +7,10 @@
   (weights kept), and the loss computed by liger's fused linear cross-entropy from the backbone's hidden
   states and the output embedding's weight (the same mean over the same shifted labels as transformers').
   What a model keeps unfused is said (GPT-NeoX's partial rotary and GELU MLP have no liger kernel).
+  Under torch.compile only the fused linear cross-entropy is applied: the norms, activations and rotary are
+  left to Inductor, which fuses each with its neighbours (and with fp8's casts and scales), where liger's
+  kernels stand alone between graph pieces. Measured on an H200 with every kernel in a compiled model: Pythia-1B
+  50% MFU against free-lunch's 56%, Llama-3.2-1B x0.94, and with fp8 Pythia-1B x0.56 of fp8 alone.
 - fp8: torchao's float8 training: every nn.Linear whose sides divide by 16 becomes a Float8Linear (dynamic
   tensorwise scaling, torchao's fastest recipe and its default), except the output head, kept in 16-bit as
   torchtitan does. Changes numerics; engine/bench/numerics.py measures by how much.
@@ -49,12 +53,14 @@ def unavailable(methods: Methods, device: str, gpu_name: str | None = None,
     return "; ".join(reasons) or None
 
 
-def apply(net: Any, methods: Methods, objective: str, emulate_fp8: bool = False) -> dict[str, Any]:
+def apply(net: Any, methods: Methods, objective: str, emulate_fp8: bool = False,
+          compiled: bool = False) -> dict[str, Any]:
     """Put the point's methods beyond the paper's into a built model (before checkpointing wraps its blocks and a
-    stepper shards or compiles it): {'fused': what liger covered, 'fp8': torchao's recipe and counts}, those used."""
+    stepper shards or compiles it): {'fused': what liger covered, 'fp8': torchao's recipe and counts}, those used.
+    compiled: the model will run under torch.compile (fused then covers the loss only; see the module's note)."""
     done: dict[str, Any] = {}
     if methods.fused:
-        done["fused"] = apply_fused(net, objective)
+        done["fused"] = apply_fused(net, objective, compiled=compiled)
     if methods.fp8:
         done["fp8"] = apply_fp8(net, emulate=emulate_fp8)
     return done
@@ -63,10 +69,16 @@ def apply(net: Any, methods: Methods, objective: str, emulate_fp8: bool = False)
 # --- fused -------------------------------------------------------------------------------------------
 
 
-def apply_fused(net: Any, objective: str) -> dict[str, Any]:
+LOSS_KERNEL = "fused_linear_cross_entropy"
+LEFT_TO_COMPILE = "left to torch.compile, which fuses it with its neighbours"
+
+
+def apply_fused(net: Any, objective: str, compiled: bool = False) -> dict[str, Any]:
     """Put liger-kernel's kernels into `net` (a transformers model, built, not yet wrapped or compiled).
-    Returns what was done: {'via': ..., 'covers': [...], 'not_covered': [...]}; raises RuntimeError if nothing
-    of the model could be covered."""
+    compiled: it will run under torch.compile, so only the fused linear cross-entropy goes in (the rest is
+    Inductor's to fuse). Returns what was done: {'via': ..., 'covers': [...], 'not_covered': [...],
+    'liger_kernel_config': the keyword arguments liger's own function took (its model types only)}; raises
+    RuntimeError if nothing of the model could be covered."""
     import torch
     from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
 
@@ -76,12 +88,21 @@ def apply_fused(net: Any, objective: str) -> dict[str, Any]:
     if fn is not None:
         sig = inspect.signature(fn)
         on = [name for name, p in sig.parameters.items() if p.default is True]
-        fn(model=net)
-        return {"via": f"liger_kernel {fn.__name__}", "covers": on, "not_covered": []}
+        kwargs = {name: name == LOSS_KERNEL for name in on} if compiled else {}
+        fn(model=net, **kwargs)
+        covers = [name for name in on if kwargs.get(name, True)]
+        if not covers:
+            raise RuntimeError(f"liger-kernel's {fn.__name__} has no {LOSS_KERNEL} to apply under torch.compile")
+        return {"via": f"liger_kernel {fn.__name__}", "covers": covers,
+                "not_covered": [f"{name} ({LEFT_TO_COMPILE})" for name in on if not kwargs.get(name, True)],
+                **({"liger_kernel_config": kwargs} if kwargs else {})}
     covers, not_covered = [], []
-    n = _swap_layer_norms(net)
-    if n:
-        covers.append(f"layer_norm x{n}")
+    if compiled:
+        not_covered.append(f"layer norms ({LEFT_TO_COMPILE})")
+    else:
+        n = _swap_layer_norms(net)
+        if n:
+            covers.append(f"layer_norm x{n}")
     head = net.get_output_embeddings() if objective == "causal-lm" else None
     if head is not None and isinstance(head, torch.nn.Linear):
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
@@ -91,10 +112,10 @@ def apply_fused(net: Any, objective: str) -> dict[str, Any]:
         head.liger_flce = LigerFusedLinearCrossEntropyLoss(ignore_index=-100)
         head.forward = MethodType(_fused_head_loss, head)
         net.forward = MethodType(_fused_causal_lm_forward, net)
-        covers.append("fused_linear_cross_entropy")
+        covers.append(LOSS_KERNEL)
     else:
         not_covered.append(f"loss ({objective}: no fused linear cross-entropy here)")
-    not_covered += _unfused_parts(net)
+    not_covered += [] if compiled else _unfused_parts(net)
     if not covers:
         raise RuntimeError(f"liger-kernel covers nothing of {type(net).__name__} (model type {model_type!r}): "
                            f"not {', '.join(not_covered)}")

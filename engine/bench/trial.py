@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import math
 import os
 import statistics
@@ -209,7 +210,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         if m.extras:  # beyond the paper (issue 42)
             from engine.bench import fast
 
-            result.update(fast.apply(net, m, model.objective, emulate_fp8=device != "cuda"))
+            # the kernels of the compiled measurement in the uncompiled micro-batch search too: the same model
+            result.update(fast.apply(net, m, model.objective, emulate_fp8=device != "cuda", compiled=compile_on))
         if m.activation_checkpointing:
             result["checkpointing"] = modeling.enable_checkpointing(net, model)
         return make_stepper(net, model, m, device, compile_now, micro_batch, spec.compile_mode)
@@ -375,6 +377,37 @@ def _compile_cache_counts() -> dict[str, int]:
     return out
 
 
+class DynamoWatch(logging.Handler):
+    """What torch.compile made of the measured model: graphs compiled, graph breaks, and every function for which
+    Dynamo hit its recompile limit and so runs uncompiled from then on (its warning, caught as it is logged). A
+    compiled row that ran partly eager says so."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.limits: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "hit config." in text:
+            self.limits.append(" ".join(text.split("\n")[:2])[:300])
+
+    def __enter__(self) -> "DynamoWatch":
+        logging.getLogger("torch._dynamo").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:  # the trial's process ends after its measurement either way
+        logging.getLogger("torch._dynamo").removeHandler(self)
+
+    def report(self) -> dict[str, Any]:
+        from torch._dynamo.utils import counters
+
+        breaks = counters["graph_break"]
+        return {"graphs": int(counters["stats"].get("unique_graphs", 0)),
+                "graph_breaks": int(sum(breaks.values())),
+                "break_reasons": [f"{n} x {reason[:160]}" for reason, n in breaks.most_common(3)],
+                "recompile_limit_hit": self.limits[:4]}
+
+
 def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[str, Any]:
     import torch
 
@@ -405,6 +438,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
 
         # Warm-up (compilation happens in the first pass): timed apart, excluded from the result.
         warm = []
+        watch = DynamoWatch().__enter__()  # through the timed passes too: a recompilation there is one
         for _ in range(max(1, spec.warmup)):
             warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
         # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP and
@@ -451,8 +485,10 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         }
         if slower:
             out["stopped_early"] = slower
+        watch.__exit__()
         if compile_on:
             out["compile_cache"] = _compile_cache_counts()
+            out["dynamo"] = watch.report()
         if synced:
             # The step's one gradient all-reduce, added to the update (both run once per optimizer step).
             allreduce = max(0.0, statistics.median(synced) - out["pass_s"])

@@ -3,9 +3,11 @@
 Their time model (engine/predict/terms.py: FP8's peak ratio x FP8_EFFICIENCY, the fused loss's traffic) is an
 assumption. Once a method has been measured beside the same setting without it (same model, GPU, count, machines,
 interconnect and paper methods), the ratio of the two measured times is evidence, and it is used in place of the
-assumption: a prediction with the method is the prediction without it x that ratio. Measured on 1 and 2 x H200
-(2026-11-27), the ratios were far from the assumption: fused kernels under torch.compile were slower (x1.07-1.12
-days), fp8 faster alone (x0.82-0.90) and slower under FSDP-3 (x1.49).
+assumption: a prediction with the method is the prediction without it x that ratio. Measured on 1, 2 and 4 x H200
+(2026-11-27), the ratios were far from the assumption: fused (the loss kernel only, under torch.compile) x0.98-1.02
+days, fp8 x0.82-0.90 alone and x0.83-0.89 under FSDP (once every block compiled). A cell measured again is
+represented by its latest rows (as findings and scaling take it): the engine's methods changed between
+measurements (fused's kernels under compile; FSDP's compile per block), and a later row supersedes.
 
 Which ratios a prediction takes, closest first, of the same kind of setting only (sharded or not, offloaded or not):
 this very cell measured, then this model's other pairs, then other models'. Its band spans the ratios it took
@@ -86,9 +88,10 @@ def _kind(methods: Methods) -> tuple[bool, bool]:
 def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
     """Every measured setting with fused or fp8 whose setting without them was measured on the same cell (same
     model, GPU, count, machines, interconnect and training run; rows of the engine before its causal-mask fix
-    left out)."""
+    left out), each setting by its latest row."""
     days: dict[tuple, list[float]] = {}
     meta: dict[tuple, Methods] = {}
+    newest: dict[tuple, str] = {}
     for r in rows:
         if r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind") or not r.get("days"):
             continue
@@ -99,7 +102,13 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
         except Exception:  # noqa: BLE001 - a row this version cannot read is no evidence
             continue
         key = _cell(r, m)
-        days.setdefault(key, []).append(float(r["days"]))
+        when = str(r.get("created_at") or "")
+        if key in newest and when < newest[key]:
+            continue
+        if key not in newest or when > newest[key]:  # a later measurement supersedes; rows of one moment stay
+            days[key] = []
+        newest[key] = when
+        days[key].append(float(r["days"]))
         meta[key] = m
     out = []
     for key, values in days.items():

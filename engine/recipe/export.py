@@ -212,15 +212,28 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
     if row.get("fused"):
         # liger-kernel's fused kernels. The Trainer's use_liger_kernel applies liger's own patch, which exists only
         # for the model types liger knows; for any other (GPT-NeoX/Pythia, OPT, ...) it changes nothing, and what
-        # the benchmark ran was the planner's own patch (engine.bench.fast.apply_fused), said in the row.
-        via = str((_prov(row).get("fused") or {}).get("via", "")) if isinstance(_prov(row).get("fused"), dict) else ""
+        # the benchmark ran was the planner's own patch (engine.bench.fast.apply_fused), said in the row. A compiled
+        # row ran the fused loss only (its liger_kernel_config), the rest left to torch.compile.
+        fused = _prov(row).get("fused")
+        fused = fused if isinstance(fused, dict) else {}
+        via = str(fused.get("via", ""))
+        compiled = bool(row["compile"])
         if via and not via.startswith("liger_kernel "):
             notes.append("fused: liger-kernel has no patch for this model type, so TrainingArguments' use_liger_kernel "
-                         "would change nothing; the benchmark ran the planner's own (LayerNorm -> LigerLayerNorm, the "
-                         "loss by liger's fused linear cross-entropy): call engine.bench.fast.apply_fused(model, "
-                         "'causal-lm') on the model before training, or the step is the unfused one")
+                         "would change nothing; the benchmark ran the planner's own (" +
+                         ("the loss by liger's fused linear cross-entropy, the norms left to torch.compile): call "
+                          "engine.bench.fast.apply_fused(model, 'causal-lm', compiled=True)" if compiled else
+                          "LayerNorm -> LigerLayerNorm, the loss by liger's fused linear cross-entropy): call "
+                          "engine.bench.fast.apply_fused(model, 'causal-lm')") +
+                         " on the model before training, or the step is the unfused one")
         else:
             args["use_liger_kernel"] = True
+            if isinstance(fused.get("liger_kernel_config"), dict):
+                args["liger_kernel_config"] = dict(fused["liger_kernel_config"])
+        if compiled:
+            notes.append("fused under torch.compile: liger's fused loss runs untraced (Dynamo cannot trace its in-place "
+                         "addmm on torch 2.11): call engine.bench.fast.keep_fused_loss_eager() before training, as the "
+                         "benchmark did")
     if row.get("fp8"):
         # transformers sets the mixed precision from bf16/fp16 (TrainingArguments.mixed_precision), which would
         # override accelerate's fp8: off here, the FP8 recipe comes from accelerate (fp8_env, accelerate_config.yaml),
@@ -295,6 +308,7 @@ def for_device(args: dict, ds: dict | None, device: str, notes: list[str]) -> No
         args["optim"] = "adamw_torch"
         notes.append("fused AdamW is the benchmark's CUDA kernel: plain AdamW on the CPU")
     if args.pop("use_liger_kernel", None):
+        args.pop("liger_kernel_config", None)
         notes.append("liger-kernel's fused kernels are Triton kernels for CUDA GPUs: off on the CPU")
     if ds is not None:
         cpu_deepspeed_config(ds, notes)

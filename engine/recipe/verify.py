@@ -120,6 +120,8 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
         spec = {"training_args": args, "deepspeed": ds, "model_preset": plan["model_preset"],
                 "attn_implementation": plan.get("attn_implementation"), "checkpointing": plan.get("checkpointing"),
                 "device": device, "warmup": req.warmup, "seed": 0,
+                # fused: the planner's own patch, where liger has none for the model type (the export's note)
+                "fused": (plan.get("provenance") or {}).get("fused") if plan.get("fused") and device == "cuda" else None,
                 # fp8: accelerate's FP8 recipe, as launch.sh exports it (the worker sets it before TrainingArguments)
                 "env": recipe.fp8_env(plan) if device == "cuda" else {}}
         spec_path, result_path = Path(tmp) / "spec.json", Path(tmp) / "result.json"

@@ -64,6 +64,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     args = TrainingArguments(**kwargs)  # first: with ZeRO-3, transformers partitions the model as it is built
     torch.manual_seed(spec["seed"])
     net = modeling.build_model(model, spec["attn_implementation"] or "none", device)
+    fused = spec.get("fused")
+    if isinstance(fused, dict):
+        from engine.bench import fast
+
+        fast.keep_fused_loss_eager()  # as the benchmark: under torch.compile, liger's loss runs untraced
+        if not str(fused.get("via", "")).startswith("liger_kernel "):  # the Trainer's use_liger_kernel does nothing
+            fast.apply_fused(net, model.objective, compiled=bool(args.torch_compile))
     if spec["checkpointing"] == "stages":  # no HF checkpointing for this model: per stage, as the benchmark
         modeling.enable_checkpointing(net, model)
 
