@@ -658,9 +658,9 @@ def test_a_multi_gpu_cells_findings_show_its_scaling_and_what_the_links_cost():
                 if "Scaling" in shown:
                     break
             assert "pythia-1b on 4 x h200" in shown
-            # 1 -> 2 -> 4 H200s, of 16-bit rows (an fp8 row on one GPU is another training): 3.80x-3.81x as the
-            # one-GPU free-lunch was measured again
-            assert "Scaling on one node" in shown and re.search(r"3\.8[01]x", shown)
+            # 1 -> 2 -> 4 H200s, of 16-bit rows (an fp8 row on one GPU is another training): 3.74x from the one-GPU
+            # best, fused (the loss kernel only, same maths: 38.7 days against free-lunch's 39.4)
+            assert "Scaling on one node" in shown and re.search(r"3\.74x", shown)
             assert "host-staged (no P2P)" in shown and "2 nodes, sockets" in shown
 
     asyncio.run(go())

@@ -513,7 +513,10 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
     ]
     lines += ["  " + s for s in _method_lines(plan, model)]
     if plan.get("fused"):
-        lines.append("  fused: liger-kernel's fused kernels (use_liger_kernel): the same maths within bf16 rounding")
+        covers = ((plan.get("provenance") or {}).get("fused") or {}).get("covers") or []
+        lines.append("  fused: liger-kernel's " + ("fused linear cross-entropy (the logits never held; the norms and "
+                                                   "activations left to torch.compile)" if covers == ["fused_linear_cross_entropy"]
+                                                   else "fused kernels") + ": the same maths within bf16 rounding")
     if plan.get("fp8"):
         lines.append("  fp8 CHANGES NUMERICS: the linear layers' matrix products in FP8 (torchao float8 through "
                      "accelerate, accelerate_config.yaml); not the same training as bf16: compare the loss"
