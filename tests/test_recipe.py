@@ -131,6 +131,11 @@ def test_sharded_settings_validate(swept, tmp_path, monkeypatch, sharding, offlo
         assert plugin.reshard_after_forward is (sharding == "fsdp3")  # FULL_SHARD vs SHARD_GRAD_OP
         assert isinstance(plugin.cpu_offload, CPUOffloadPolicy) is offloading
         assert not (tmp_path / recipe.DEEPSPEED).exists()
+        # compiled under FSDP: the note that keeps every block compiled, as the benchmark did
+        said = "allow_a_compile_per_block(NUMBER_OF_BLOCKS)" in r.explain
+        assert said is bool(row["compile"]), r.explain
+        compiled = recipe.build(recipe.Choice({**row, "compile": True}, None, {"usable": 1}), load_presets([TINY]), db)
+        assert "allow_a_compile_per_block(NUMBER_OF_BLOCKS)" in compiled.explain
 
 
 def test_verify_trains_the_export_and_applies_the_tolerance_rule(swept, tmp_path):

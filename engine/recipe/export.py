@@ -258,6 +258,12 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         else:  # accelerate then wraps what the model's _no_split_modules names, as the benchmark did
             notes.append(f"FSDP wraps the blocks {model.hf_class}._no_split_modules names (accelerate's default, "
                          "as in the benchmark)")
+        if row["compile"]:
+            notes.append("torch.compile under FSDP compiles each block on its own (Dynamo guards on its layer index); "
+                         "past torch._dynamo.config.recompile_limit (8) the other blocks train uncompiled (measured: "
+                         "FSDP 5-7% slower, fp8 under FSDP a third slower). Call "
+                         "engine.bench.steppers.allow_a_compile_per_block(NUMBER_OF_BLOCKS) before training, as the "
+                         "benchmark did (it sets the limit to the blocks + 8)")
     if device == "cpu":
         for_device(args, None, "cpu", notes)
     return args

@@ -71,6 +71,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         fast.keep_fused_loss_eager()  # as the benchmark: under torch.compile, liger's loss runs untraced
         if not str(fused.get("via", "")).startswith("liger_kernel "):  # the Trainer's use_liger_kernel does nothing
             fast.apply_fused(net, model.objective, compiled=bool(args.torch_compile))
+    if args.torch_compile and args.fsdp:  # as the benchmark and the export's note: every block compiled
+        from engine.bench.steppers import allow_a_compile_per_block
+
+        allow_a_compile_per_block(len(modeling.blocks_of(net, model)))
     if spec["checkpointing"] == "stages":  # no HF checkpointing for this model: per stage, as the benchmark
         modeling.enable_checkpointing(net, model)
 
