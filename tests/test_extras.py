@@ -339,6 +339,11 @@ def test_under_compile_fused_puts_in_the_loss_kernel_only(tiny):
     assert done["covers"] == ["fused_linear_cross_entropy"]
     assert done["not_covered"] == ["layer norms (left to torch.compile, which fuses it with its neighbours)"]
     assert type(net.gpt_neox.final_layer_norm).__name__ == "LayerNorm"  # torch's, not liger's
+    import transformers  # an encoder has no loss to fuse: liger's LayerNorm, as uncompiled, rather than nothing
+
+    enc = transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, vocab_size=128))
+    assert fast.apply_fused(enc, "masked-lm", compiled=True)["covers"] == ["layer_norm x4"]
     code = ("import transformers\nfrom engine.bench import fast\n"
             "c = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, "
             "num_attention_heads=4, vocab_size=128)\n"

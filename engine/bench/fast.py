@@ -85,14 +85,16 @@ def apply_fused(net: Any, objective: str, compiled: bool = False) -> dict[str, A
     model_type = getattr(net.config, "model_type", None)
     fn = MODEL_TYPE_TO_APPLY_LIGER_FN.get(model_type)
     keep_fused_loss_eager()
+    head = net.get_output_embeddings() if objective == "causal-lm" else None
+    if compiled and not isinstance(head, torch.nn.Linear):
+        compiled = False  # no loss to fuse (an encoder, an image model): liger's other kernels, as uncompiled
     if fn is not None:
         sig = inspect.signature(fn)
         on = [name for name, p in sig.parameters.items() if p.default is True]
+        compiled = compiled and LOSS_KERNEL in on  # a function without the fused loss on: its own default set
         kwargs = {name: name == LOSS_KERNEL for name in on} if compiled else {}
         fn(model=net, **kwargs)
         covers = [name for name in on if kwargs.get(name, True)]
-        if not covers:
-            raise RuntimeError(f"liger-kernel's {fn.__name__} has no {LOSS_KERNEL} to apply under torch.compile")
         return {"via": f"liger_kernel {fn.__name__}", "covers": covers,
                 "not_covered": [f"{name} ({LEFT_TO_COMPILE})" for name in on if not kwargs.get(name, True)],
                 **({"liger_kernel_config": kwargs} if kwargs else {})}
@@ -103,8 +105,7 @@ def apply_fused(net: Any, objective: str, compiled: bool = False) -> dict[str, A
         n = _swap_layer_norms(net)
         if n:
             covers.append(f"layer_norm x{n}")
-    head = net.get_output_embeddings() if objective == "causal-lm" else None
-    if head is not None and isinstance(head, torch.nn.Linear):
+    if isinstance(head, torch.nn.Linear):
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
 
         # The loss runs inside the head's own call, so whatever gathers the head's weight around that call (ZeRO-3's

@@ -194,7 +194,9 @@ def allow_a_compile_per_block(blocks: int) -> None:
     inductor's cache."""
     import torch._dynamo
 
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, blocks + 8)
+    torch._dynamo.reset()  # a model built again in this process (an OOM retry) compiles its blocks afresh
+    name = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"  # torch<2.7
+    setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), blocks + 8))
 
 
 class FsdpStepper:

@@ -392,10 +392,14 @@ class DynamoWatch(logging.Handler):
             self.limits.append(" ".join(text.split("\n")[:2])[:300])
 
     def __enter__(self) -> "DynamoWatch":
+        from torch._dynamo.utils import counters
+
+        counters["graph_break"].clear()  # this attempt's (an OOM retry in the same process counts afresh)
+        counters["stats"].pop("unique_graphs", None)
         logging.getLogger("torch._dynamo").addHandler(self)
         return self
 
-    def __exit__(self, *exc: Any) -> None:  # the trial's process ends after its measurement either way
+    def __exit__(self, *exc: Any) -> None:
         logging.getLogger("torch._dynamo").removeHandler(self)
 
     def report(self) -> dict[str, Any]:
@@ -425,6 +429,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
     holds = accum > 1
     if hasattr(stepper, "keep_grads"):
         stepper.keep_grads = holds
+    watch = DynamoWatch()
     try:
         if RANK == 1 and (spec.fault == "oom-measuring-rank1" and micro > 1 or spec.fault == "oom-measuring-rank1-all"):
             # Test hook: only rank 1 runs out of memory (above micro-batch 1, or at every size), while rank 0
@@ -438,7 +443,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
 
         # Warm-up (compilation happens in the first pass): timed apart, excluded from the result.
         warm = []
-        watch = DynamoWatch().__enter__()  # through the timed passes too: a recompilation there is one
+        watch.__enter__()  # through the timed passes too: a recompilation there is one
         for _ in range(max(1, spec.warmup)):
             warm.append(timer.time(lambda: stepper.pass_(batch)) + timer.time(stepper.update))
         # Timed (pass, update) pairs; more repetitions while the passes' spread is wide. Under DDP and
@@ -485,7 +490,6 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
         }
         if slower:
             out["stopped_early"] = slower
-        watch.__exit__()
         if compile_on:
             out["compile_cache"] = _compile_cache_counts()
             out["dynamo"] = watch.report()
@@ -515,6 +519,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
         return out
     finally:
+        watch.__exit__()  # an OOM retry in this process watches its own attempt
         try:
             close_stepper(stepper)  # an OOM retry builds the next one: let this one's memory go first
         except Exception as e:  # noqa: BLE001 - never let cleanup hide the error that got us here

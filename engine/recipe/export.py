@@ -229,8 +229,11 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         else:
             args["use_liger_kernel"] = True
             if isinstance(fused.get("liger_kernel_config"), dict):
+                # TrainingArguments has the field from transformers 4.53 (PR #38911; the bench extra's floor is older)
                 args["liger_kernel_config"] = dict(fused["liger_kernel_config"])
-        if compiled:
+                notes.append("fused: training_args.json's liger_kernel_config (liger's kernels the benchmark ran: "
+                             "the loss only, the rest left to torch.compile) needs transformers 4.53 or later")
+        if compiled and not (via and not via.startswith("liger_kernel ")):  # apply_fused does it itself
             notes.append("fused under torch.compile: liger's fused loss runs untraced (Dynamo cannot trace its in-place "
                          "addmm on torch 2.11): call engine.bench.fast.keep_fused_loss_eager() before training, as the "
                          "benchmark did")
@@ -519,9 +522,10 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
     ]
     lines += ["  " + s for s in _method_lines(plan, model)]
     if plan.get("fused"):
-        covers = ((plan.get("provenance") or {}).get("fused") or {}).get("covers") or []
+        fused = (plan.get("provenance") or {}).get("fused")
+        loss_only = plan.get("compile") and isinstance(fused, dict) and fused.get("covers") == ["fused_linear_cross_entropy"]
         lines.append("  fused: liger-kernel's " + ("fused linear cross-entropy (the logits never held; the norms and "
-                                                   "activations left to torch.compile)" if covers == ["fused_linear_cross_entropy"]
+                                                   "activations left to torch.compile)" if loss_only
                                                    else "fused kernels") + ": the same maths within bf16 rounding")
     if plan.get("fp8"):
         lines.append("  fp8 CHANGES NUMERICS: the linear layers' matrix products in FP8 (torchao float8 through "
