@@ -54,7 +54,10 @@ def test_generations_come_from_the_chip_not_the_name(presets):
     assert generations.generation_of(presets.gpu("rtx3090")).id == "ampere-ada-ws"
     assert generations.generation_of(presets.gpu("rtx4090")).id == "ampere-ada-ws"
     assert generations.generation_of(presets.gpu("v100")).id == "volta"
-    assert generations.mfu_line(presets.gpu("a100")) > generations.mfu_line(presets.gpu("h100"))
+    # the line is the best MFU measured or published on the generation: 65% on the A100 (llm-foundry) and on Hopper
+    # (our Pythia-6.9B FSDP rows, 63.6%); 60% where nothing shows more
+    assert generations.mfu_line(presets.gpu("a100")) == generations.mfu_line(presets.gpu("h100")) == 0.65
+    assert generations.mfu_line(presets.gpu("rtx3090")) == 0.60
 
 
 # --- the fit on a fixture whose truth is known ------------------------------------------------------------
@@ -259,5 +262,9 @@ def test_validation_reports_each_source_and_generation(predictor, presets):
     rel = {(r["source"], r["gpu"]) for r in report["relative"]}
     assert {g for _, g in rel} >= {"rtx3090", "rtx4090", "a6000", "rtx6000ada", "a100"}
     assert all(math.isfinite(r["error"]) and r["runs"] >= 1 for r in report["relative"])
+    # a source with no H100 is compared with its A100: Languini's GPT pre-training, the RTX 3090 against the A100
+    [languini] = [r for r in report["relative"] if r["source"] == "languini_gpt"]
+    assert languini["gpu"] == "rtx3090" and languini["against"] == "a100" and languini["runs"] == 5
+    assert {r["against"] for r in report["relative"] if r["source"].startswith("lambda")} == {"h100"}
     assert set(report["cards"]) >= {"rtx3090", "rtx6000ada"}
     assert report["borrowed"] == {"a40": "a6000", "l40s": "rtx6000ada"}

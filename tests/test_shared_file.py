@@ -106,6 +106,14 @@ def test_a_poisoned_row_is_recomputed_and_refused(good_db, tmp_path, capsys):
             "SELECT trial_id, days, provenance FROM trials WHERE days IS NOT NULL")}
     assert want and all(got[k][0] == pytest.approx(v, rel=1e-9) for k, v in want.items())
     assert all("recomputed_on_reading" in got[k][1] for k in want)
+    # plausibility is judged against today's line on reading, never taken from the file: a file that calls its
+    # rows implausible (or would call a row above the line ok) does not decide it
+    db3 = _altered(good_db, tmp_path, "UPDATE trials SET plausibility = 'implausible' WHERE source = 'measured' "
+                                      "AND feasible AND days IS NOT NULL", "plaus.duckdb")
+    with Store.open(db3, read_only=True) as b:
+        judged = {r["plausibility"] for r in b.query("SELECT plausibility FROM trials WHERE source = 'measured' "
+                                                     "AND feasible AND days IS NOT NULL")}
+    assert judged == {"ok"}
 
 
 def test_the_shipped_rows_recompute_to_themselves():

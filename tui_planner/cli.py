@@ -44,8 +44,9 @@ and --presets FILE|DIR override the shipped ones, one key at a time, e.g.
   date = 2026-11-01
   source = "quote from our vendor"
 
-MFU marks: ! implausible (above 60% of dense 16-bit peak), !! impossible
-(above 100%). Many of the paper's figures are: its timer did not synchronize.
+MFU marks: ! implausible (above its GPU generation's line: 60% of the dense 16-bit
+peak; A100, H100 and H200 65%), !! impossible (above 100%). Many of the paper's
+figures are: its timer did not synchronize.
 Each command has --help.
 """
 

@@ -6,8 +6,8 @@ on that generation reaches at best. A figure above it is flagged; no prediction 
 
 Evidence for the lines (data/external/, docs/validation.md): llm-foundry's MPT runs reach 64% on A100 80GB
 (MPT-7B, sequence 2048, 8 GPUs) and 57-62% over most of its A100 table, against 40-46% on H100 for the same
-models and code; our own synchronized H100 runs reach 55% (Pythia-1B). Generations with no published
-run keep the long-standing 60% (engine/data/formulas.py).
+models and code; our own synchronized H200 runs reach 63.6% (Pythia-6.9B on 4 GPUs, FSDP-2, 2026-11-27; Pythia-1B
+55-57%). Generations with no published run keep the long-standing 60% (engine/data/formulas.py).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ GENERATIONS: dict[str, Generation] = {g.id: g for g in (
     Generation("ampere-ada-ws", "Ampere and Ada workstation and consumer (RTX 3090, A6000, A40, L40S, RTX 4090, "
                "RTX 6000 Ada)", ("8.6", "8.7", "8.9"), formulas.IMPLAUSIBLE_MFU,
                "no published MFU above 60% found", fallback="ampere-dc"),
-    Generation("hopper", "Hopper (H100, H200)", ("9.0",), formulas.IMPLAUSIBLE_MFU,
-               "our synchronized H100 runs reach 55%; llm-foundry's H100 MPT runs 40-46%"),
+    Generation("hopper", "Hopper (H100, H200)", ("9.0",), 0.65,
+               "our synchronized H200 runs: Pythia-6.9B at 63.6% (FSDP-2 on 4) and 62.7% (FSDP-3 on 2) with every "
+               "block compiled; llm-foundry's H100 MPT runs 40-46%"),
     Generation("blackwell-dc", "Blackwell data centre (B200, B300)", ("10.0", "10.3"), formulas.IMPLAUSIBLE_MFU,
                "no 16-bit MFU published", fallback="hopper"),
     Generation("blackwell-ws", "Blackwell workstation and consumer (RTX 5090, RTX PRO 6000)", ("12.0",),

@@ -136,8 +136,9 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
             return r
         return _refuse(r, f"{mfu:.0%} of the GPUs' dense 16-bit peak is physically impossible"
                           + (f" (an fp8 row's limit is the FP8 peak, {limit:.0%} of it)" if ratio != 1 else ""))
-    if "mfu" in fixed or r.get("plausibility") not in ("ok", "implausible"):
-        r["plausibility"] = formulas.plausibility(mfu, mfu_line(gpu, fp8), limit)
+    # a judgment against today's line, never the file's word: a row above its generation's line reads
+    # 'implausible' whatever the file says, and one under a line raised since reads 'ok'
+    r["plausibility"] = formulas.plausibility(mfu, mfu_line(gpu, fp8), limit)
     if fixed:
         r["provenance"] = _with_note(r.get("provenance"), fixed)
     return r

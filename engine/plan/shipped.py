@@ -25,12 +25,32 @@ def build(path: Path, data_dir: Path, predictions: bool = True) -> list[dict]:
             for f in sorted(measured.glob("*.jsonl")):
                 import_jsonl(store, f, presets.models)
             mark_superseded(store)  # a combination measured again: the later row counts
+            judge_plausibility(store, presets)
         if predictions:
             calibrate_generations(store, presets, data_dir / "external")
             calibrate_intervals(store, presets, data_dir / "external")
             add_predictions(store, presets)
         store.con.execute("CHECKPOINT")
         return store.summary()
+
+
+def judge_plausibility(store: Store, presets) -> None:
+    """A measured row's plausibility against today's line of its GPU's generation (engine/data/generations.py),
+    not the line of the day it was measured: the line is the best MFU measured or published on the generation,
+    so a row that raised it reads 'ok'."""
+    from engine.data import formulas
+    from engine.data.generations import impossible_mfu, mfu_line
+
+    rows = store.query("SELECT trial_id, gpu, fp8, mfu, plausibility FROM trials WHERE source = 'measured' "
+                       "AND mfu IS NOT NULL")
+    for r in rows:
+        gpu = presets.gpus.get(r["gpu"])
+        if gpu is None:
+            continue
+        fp8 = bool(r["fp8"])
+        now = formulas.plausibility(r["mfu"], mfu_line(gpu, fp8), impossible_mfu(gpu, fp8))
+        if now != r["plausibility"]:
+            store.con.execute("UPDATE trials SET plausibility = ? WHERE trial_id = ?", [now, r["trial_id"]])
 
 
 def calibrate_generations(store: Store, presets, folder: Path) -> None:

@@ -391,33 +391,38 @@ def ratio_checks(checks: Sequence[ExternalCheck]) -> list[dict]:
     return out
 
 
-RELATIVE_TO = "h100"
+RELATIVE_TO = ("h100", "a100")  # against the H100 where a source ran it, else against its A100
 RELATIVE_TARGET = 0.15  # issue 39: a card's speed relative to the H100 within 15% of every source that measured both
 
 
-def relative_speeds(checks: Sequence[ExternalCheck], to: str = RELATIVE_TO) -> list[dict]:
-    """Per source and card: how fast the card is against `to` on the same published run (model, sequence,
-    GPU count; each card at the micro-batch its source ran, which is what a buyer gets), published and
-    predicted, the median over the source's runs. error: predicted speed ratio / published - 1 (negative:
-    the card predicted too slow against the H100)."""
+def relative_speeds(checks: Sequence[ExternalCheck], to: Sequence[str] = RELATIVE_TO) -> list[dict]:
+    """Per source and card: how fast the card is against the first card of `to` that the same published run had
+    (model, sequence, GPU count; each card at the micro-batch its source ran, which is what a buyer gets; the H100,
+    else the A100 for a source that ran no H100: Languini's RTX 3090 against its A100), published and predicted,
+    the median over the source's runs. error: predicted speed ratio / published - 1 (negative: the card
+    predicted too slow against the reference)."""
     by_run: dict[tuple, dict[str, ExternalCheck]] = {}
     for c in checks:
         r = c.row
         by_run.setdefault((r.source, r.model, r.seq_len, r.num_gpus), {}).setdefault(r.gpu, c)
-    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    pairs: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    has = {}
     for (source, *_), per_gpu in by_run.items():
-        ref = per_gpu.get(to)
+        has.setdefault(source, set()).update(per_gpu)
+    for (source, *_), per_gpu in by_run.items():
+        against = next((g for g in to if g in has[source]), None)  # one reference per source
+        ref = per_gpu.get(against) if against else None
         if ref is None:
             continue
         for g, c in per_gpu.items():
-            if g != to:  # speed = 1 / time per sample per GPU
-                pairs.setdefault((source, g), []).append((ref.published_s / c.published_s,
-                                                          ref.predicted_s / c.predicted_s))
+            if g != against:  # speed = 1 / time per sample per GPU
+                pairs.setdefault((source, g, against), []).append((ref.published_s / c.published_s,
+                                                                   ref.predicted_s / c.predicted_s))
     out = []
-    for (source, g), v in sorted(pairs.items()):
+    for (source, g, against), v in sorted(pairs.items()):
         published = statistics.median(p for p, _ in v)
         errors = [q / p - 1 for p, q in v]
-        out.append({"source": source, "gpu": g, "runs": len(v), "published": published,
+        out.append({"source": source, "gpu": g, "against": against, "runs": len(v), "published": published,
                     "predicted": statistics.median(q for _, q in v), "error": statistics.median(errors),
                     "worst": max(errors, key=abs), "met": abs(statistics.median(errors)) <= RELATIVE_TARGET})
     return out

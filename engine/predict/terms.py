@@ -9,8 +9,8 @@ The time model is a roofline fitted to measurements (every term below says where
                   elementwise layers: counted per architecture in `traffic_terms`)
       x_c, x_m  = 1 / achieved fraction of peak and of bandwidth, fitted by least squares (relative
                   error) over the basis rows of the same architecture and kernel group (naive
-                  eager; free-lunch compiled; free-lunch uncompiled, as ZeRO runs); x_c >= 1/0.6, so no
-                  prediction claims more than 60% of the dense peak
+                  eager; free-lunch compiled; free-lunch uncompiled, as ZeRO runs); x_c >= 1/0.65, so no
+                  prediction claims more than 65% of the dense peak (and none more than its generation's line)
       residual  = measured / fitted pass of the same model in the same group on other hardware: its
                   unsharded rows if any, else all (1 if none)
       comm_s    = max(0, T - h x G): T = bytes each GPU sends per pass (reduce-scatter, all-gather: ZeRO,
@@ -45,6 +45,7 @@ import re
 from typing import Any, Mapping
 
 from engine.data import formulas, space
+from engine.data.generations import GENERATIONS
 from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model
 from engine.data.space import Methods
@@ -52,9 +53,10 @@ from engine.data.store import provenance_view
 from engine.predict import memory
 from engine.predict.memory import shape
 
-# A prediction never claims more than this share of the dense peak (formulas.IMPLAUSIBLE_MFU: well-tuned
-# training reaches 40-55%); nor more than this share of the memory bandwidth.
-MAX_COMPUTE_FRACTION = formulas.IMPLAUSIBLE_MFU
+# A prediction never claims more than this share of the dense peak (the highest generation's plausibility line,
+# engine/data/generations.py: Hopper's and the A100's 65%; well-tuned training reaches 40-64%); nor more than this
+# share of the memory bandwidth.
+MAX_COMPUTE_FRACTION = max(g.mfu_line for g in GENERATIONS.values())
 MAX_BANDWIDTH_FRACTION = 0.9
 # Used where no basis row pins a value down (each use is named in the prediction's explanation).
 DEFAULT_BANDWIDTH_FRACTION = 0.7
