@@ -124,6 +124,13 @@ def apply_fused(net: Any, objective: str, compiled: bool = False) -> dict[str, A
             "not_covered": not_covered}
 
 
+def own_patch(done: Any) -> bool:
+    """Whether a row's fused record (apply_fused's return, in its provenance) is the planner's own patch, which
+    TrainingArguments' use_liger_kernel would not apply (liger-kernel has none for the model type)."""
+    via = str(done.get("via", "")) if isinstance(done, dict) else ""
+    return bool(via) and not via.startswith("liger_kernel ")
+
+
 def keep_fused_loss_eager() -> None:
     """torch.compile runs liger's fused linear cross-entropy as it is, untraced. Its autograd Function computes the
     gradients inside its forward with Triton kernels and in-place `torch.addmm(..., out_dtype=float32, out=...)`,
@@ -237,5 +244,5 @@ def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
     if converted == 0:
         raise RuntimeError(f"fp8: none of {type(net).__name__}'s {before} linear layers could take float8 "
                            f"({'; '.join(kept[:3])})")
-    return {"recipe": FP8_RECIPE + ", inner dims padded to 16" + (" (emulated)" if emulate else ""), "linears": converted, "of": before,
-            "kept_16bit": kept[:8] + ([f"... {len(kept) - 8} more"] if len(kept) > 8 else [])}
+    return {"recipe": FP8_RECIPE + ", inner dims padded to 16" + (" (emulated)" if emulate else ""),
+            "linears": converted, "of": before, "kept_16bit": kept[:8] + ([f"... {len(kept) - 8} more"] if len(kept) > 8 else [])}

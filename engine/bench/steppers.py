@@ -185,6 +185,7 @@ class DeepSpeedStepper:
             except (ImportError, AttributeError):
                 pass
 
+
 def allow_a_compile_per_block(blocks: int) -> None:
     """Under FSDP each block runs as a frame of its own between fully_shard's hooks (Dynamo skips them), and
     Dynamo specialises a transformers block on its layer index: one compilation a block. Past Dynamo's

@@ -62,6 +62,12 @@ def mfu_line(gpu, fp8: bool = False) -> float:
     return (g.mfu_line if g else formulas.IMPLAUSIBLE_MFU) * fp8_peak_ratio(gpu, fp8)
 
 
+def judge(gpu, mfu: float | None, fp8: bool = False) -> str | None:
+    """A row's plausibility on this GPU: 'ok', 'implausible' (above its generation's line) or 'impossible' (above
+    the peak its products run at), against today's lines (formulas.plausibility)."""
+    return formulas.plausibility(mfu, mfu_line(gpu, fp8), impossible_mfu(gpu, fp8))
+
+
 def fp8_peak_ratio(gpu, fp8: bool) -> float:
     """How many times the 16-bit peak a row's physical limit is: the FP8 peak over the 16-bit one for an fp8 row
     on a GPU with FP8 tensor cores (its linear layers' products run there), else 1."""

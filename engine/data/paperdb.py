@@ -17,7 +17,7 @@ from engine.data import formulas
 from engine.data.presets import Presets
 from engine.data.runs import run_columns
 from engine.data.store import Run, Store, Trial
-from engine.data.generations import mfu_line
+from engine.data.generations import judge
 
 PAPER = "Khandelwal et al. (2024), $100K or 100 Days, arXiv 2410.23261"
 PAPER_DATE = dt.datetime(2024, 10, 30)
@@ -75,7 +75,7 @@ def paper_trials(data_dir: Path, presets: Presets, run_id: str) -> list[Trial]:
                 t.days = float(r["days"])
                 t.step_s = t.days * formulas.SECONDS_PER_DAY / model.training.steps
                 t.mfu = formulas.implied_mfu(model.training_flops, t.days, n, gpu.peak_16bit_flops)
-                t.plausibility = formulas.plausibility(t.mfu, mfu_line(gpu))
+                t.plausibility = judge(gpu, t.mfu)
                 t.samples_per_s = model.training.batch_size / t.step_s
                 if model.seq_len:
                     t.tokens_per_s = t.samples_per_s * model.seq_len

@@ -18,7 +18,7 @@ import re
 from typing import Any, Mapping
 
 from engine.data import formulas
-from engine.data.generations import fp8_peak_ratio, impossible_mfu, mfu_line
+from engine.data.generations import fp8_peak_ratio, impossible_mfu, judge
 
 TOLERANCE = 0.01  # a stored figure within 1% of its recomputation stands (rounding, float text)
 _RUN = re.compile(r"^(\d+)x(\d+)(px)?\b")
@@ -138,7 +138,7 @@ def recheck(row: dict[str, Any], presets: Any, stored_models: Mapping[tuple[str,
                           + (f" (an fp8 row's limit is the FP8 peak, {limit:.0%} of it)" if ratio != 1 else ""))
     # a judgment against today's line, never the file's word: a row above its generation's line reads
     # 'implausible' whatever the file says, and one under a line raised since reads 'ok'
-    r["plausibility"] = formulas.plausibility(mfu, mfu_line(gpu, fp8), limit)
+    r["plausibility"] = judge(gpu, mfu, fp8)
     if fixed:
         r["provenance"] = _with_note(r.get("provenance"), fixed)
     return r

@@ -38,8 +38,7 @@ def judge_plausibility(store: Store, presets) -> None:
     """A measured row's plausibility against today's line of its GPU's generation (engine/data/generations.py),
     not the line of the day it was measured: the line is the best MFU measured or published on the generation,
     so a row that raised it reads 'ok'."""
-    from engine.data import formulas
-    from engine.data.generations import impossible_mfu, mfu_line
+    from engine.data.generations import judge
 
     rows = store.query("SELECT trial_id, gpu, fp8, mfu, plausibility FROM trials WHERE source = 'measured' "
                        "AND mfu IS NOT NULL")
@@ -47,8 +46,7 @@ def judge_plausibility(store: Store, presets) -> None:
         gpu = presets.gpus.get(r["gpu"])
         if gpu is None:
             continue
-        fp8 = bool(r["fp8"])
-        now = formulas.plausibility(r["mfu"], mfu_line(gpu, fp8), impossible_mfu(gpu, fp8))
+        now = judge(gpu, r["mfu"], bool(r["fp8"]))
         if now != r["plausibility"]:
             store.con.execute("UPDATE trials SET plausibility = ? WHERE trial_id = ?", [now, r["trial_id"]])
 

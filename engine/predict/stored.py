@@ -15,7 +15,7 @@ from engine.data.runs import run_columns
 from engine.predict.memory import MemoryModelError, shape
 from engine.predict.predictor import Prediction, Predictor
 from engine.predict.terms import arch_of
-from engine.data.generations import impossible_mfu, mfu_line
+from engine.data.generations import judge
 
 # --- storing ------------------------------------------------------------------------------------------
 
@@ -48,7 +48,7 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
         compile=space.uses_compile(p.methods, model.compile),
         micro_batch=p.micro_batch, grad_accum=p.grad_accum, pass_s=p.pass_s, update_s=p.update_s,
         step_s=p.step_s, days=p.days, mfu=p.mfu,
-        plausibility=formulas.plausibility(p.mfu, mfu_line(gpu, p.methods.fp8), impossible_mfu(gpu, p.methods.fp8)),
+        plausibility=judge(gpu, p.mfu, p.methods.fp8),
         analytic_days=formulas.analytic_days(model.training_flops, p.num_gpus, gpu.peak_16bit_flops),
         basis=p.basis or None, days_low=p.days_low, days_high=p.days_high, memory_need_gb=p.memory_need_gb,
         provenance=json.dumps({"predicted": p.terms, "explanation": p.lines,

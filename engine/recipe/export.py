@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.bench import fast
 from engine.data import formulas, safe, space
 from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets, Training
@@ -216,9 +217,8 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         # row ran the fused loss only (its liger_kernel_config), the rest left to torch.compile.
         fused = _prov(row).get("fused")
         fused = fused if isinstance(fused, dict) else {}
-        via = str(fused.get("via", ""))
-        compiled = bool(row["compile"])
-        if via and not via.startswith("liger_kernel "):
+        compiled, own = bool(row["compile"]), fast.own_patch(fused)
+        if own:
             notes.append("fused: liger-kernel has no patch for this model type, so TrainingArguments' use_liger_kernel "
                          "would change nothing; the benchmark ran the planner's own (" +
                          ("the loss by liger's fused linear cross-entropy, the norms left to torch.compile): call "
@@ -233,7 +233,7 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                 args["liger_kernel_config"] = dict(fused["liger_kernel_config"])
                 notes.append("fused: training_args.json's liger_kernel_config (liger's kernels the benchmark ran: "
                              "the loss only, the rest left to torch.compile) needs transformers 4.53 or later")
-        if compiled and not (via and not via.startswith("liger_kernel ")):  # apply_fused does it itself
+        if compiled and not own:  # apply_fused does it itself
             notes.append("fused under torch.compile: liger's fused loss runs untraced (Dynamo cannot trace its in-place "
                          "addmm on torch 2.11): call engine.bench.fast.keep_fused_loss_eager() before training, as the "
                          "benchmark did")
@@ -523,7 +523,7 @@ def _explain(plan: dict, model: Model, presets: Presets) -> str:
     lines += ["  " + s for s in _method_lines(plan, model)]
     if plan.get("fused"):
         fused = (plan.get("provenance") or {}).get("fused")
-        loss_only = plan.get("compile") and isinstance(fused, dict) and fused.get("covers") == ["fused_linear_cross_entropy"]
+        loss_only = plan.get("compile") and isinstance(fused, dict) and fused.get("covers") == [fast.LOSS_KERNEL]
         lines.append("  fused: liger-kernel's " + ("fused linear cross-entropy (the logits never held; the norms and "
                                                    "activations left to torch.compile)" if loss_only
                                                    else "fused kernels") + ": the same maths within bf16 rounding")

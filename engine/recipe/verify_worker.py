@@ -69,7 +69,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         from engine.bench import fast
 
         fast.keep_fused_loss_eager()  # as the benchmark: under torch.compile, liger's loss runs untraced
-        if not str(fused.get("via", "")).startswith("liger_kernel "):  # the Trainer's use_liger_kernel does nothing
+        if fast.own_patch(fused):  # the Trainer's use_liger_kernel does nothing
             # the kernels the benchmark ran: a row measured before fused left the norms to compile swapped them
             swapped = any(str(c).startswith("layer_norm") for c in fused.get("covers") or [])
             fast.apply_fused(net, model.objective, compiled=bool(args.torch_compile) and not swapped)
