@@ -2,6 +2,7 @@
 leave-one-out on a synthetic measured set, the sweep's memory skip, and the predict command's errors."""
 
 import dataclasses
+import io
 import json
 import re
 import math
@@ -626,6 +627,24 @@ def test_predict_command_prints_terms_writes_and_validates(tmp_path, capsys):
     worst = float(re.search(r"best setting per cell: median [\d.]+%, worst ([\d.]+)%", flat).group(1))
     said = re.search(r"target \(best setting per cell: median < 15%, none > 40%\): (met|missed)", flat).group(1)
     assert worst <= 40 or (said == "missed" and "above 40% (" in flat)
+
+
+def test_predictions_are_stored_before_anything_is_printed(tmp_path, monkeypatch):
+    """`predict --write ... | head` once lost every prediction: they were written after the table, and the closed
+    pipe ended the command first. They are the record of what was expected before a cell is measured."""
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    db = tmp_path / "before.duckdb"
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    with pytest.raises(BrokenPipeError):
+        main(["predict", "--model", "pythia-410m", "--gpu", "l40s", "--num-gpus", "2", "--db", str(db), "--write",
+              "--format", "json"])
+    with Store.open(db, read_only=True) as s:
+        stored = s.trials(source="predicted")
+    assert stored and all(r["gpu"] == "l40s" and r["num_gpus"] == 2 for r in stored)
 
 
 def test_shipped_database_ranks_predicted_rows_for_gpus_without_data(capsys):

@@ -143,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
             if not preds:
                 raise PlannerError(f"{only} is not in the search space on {n} GPU(s)")
         results.append((gpu, n, preds))
+    # Stored before anything is printed: a reader that stops early (`| head`) must not lose the predictions,
+    # which are the record of what was expected before a cell is measured.
+    wrote = _write(args, [p for _, _, preds in results for p in preds], presets, predictor) if args.write else None
     if args.format == "json":
         print(json.dumps([{**_json(p), "run": describe_run(model), "training_run": run}
                           for _, _, preds in results for p in preds], indent=2, default=str))
@@ -153,9 +156,8 @@ def run(args: argparse.Namespace) -> int:
         gpu, n, preds = results[0]
         print(fmt.visible(f"run: {describe_run(model)}"))
         _print_cell(preds, predictor, only, measured=(model.id, gpu, n) in measured)
-    if args.write:
-        n = _write(args, [p for _, _, preds in results for p in preds], presets, predictor)
-        print(f"wrote {n} predicted rows to {fmt.visible(args.db)}", file=sys.stderr)
+    if wrote is not None:
+        print(f"wrote {wrote} predicted rows to {fmt.visible(args.db)}", file=sys.stderr)
     return 0
 
 
