@@ -31,8 +31,12 @@ set -u
 start=$SECONDS
 kind=$1; db=$2; shift 2
 # A call for one card may come back on the other (H100 <-> H200): the kind recorded is the one that came.
-if nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -q H200; then kind=${kind/h100/h200}
-else kind=${kind/h200/h100}; fi
+# The one-card kinds are nvidia-h100-x1 and nvidia-h200 (no -x1), the others nvidia-h100-xN and nvidia-h200-xN.
+if nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -q H200; then
+  kind=${kind/h100/h200}; kind=${kind%-x1}
+else
+  kind=${kind/h200/h100}; [ "$kind" = nvidia-h100 ] && kind=nvidia-h100-x1
+fi
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if ls .whl/*.whl >/dev/null 2>&1 && [ ! -f /tmp/site/.installed ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

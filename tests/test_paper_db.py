@@ -190,4 +190,9 @@ def test_the_shipped_pythia_6_9b_on_one_h200_is_its_measurement_with_the_gradien
     best = [o for o in rank(db, RankRequest(model="pythia-6.9b", budget_usd=1e7, gpus_allowed=("h200",)), presets)
             if o.get("num_gpus") == 1 and o.get("source") == "measured"]
     assert len(best) == 1 and best[0]["activation_checkpointing"] and best[0]["sharding"] == "none"
-    assert best[0]["days"] > 290 and best[0]["mfu"] < 0.55
+    # the cell's best stored row is FP8 with checkpointing (measured 2026-11-27, 228 days; opt-in, marked as
+    # changing numerics); in 16 bits checkpointing is the fastest that trains, at about 305 days
+    assert best[0]["fp8"] and 200 < best[0]["days"] < 260
+    bf16 = db.query("SELECT days, mfu FROM trials WHERE source = 'measured' AND model = 'pythia-6.9b' AND gpu = 'h200' "
+                    "AND num_gpus = 1 AND feasible AND NOT fp8 ORDER BY days LIMIT 1")
+    assert bf16[0]["days"] > 290 and bf16[0]["mfu"] < 0.55
