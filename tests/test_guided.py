@@ -3,6 +3,7 @@ first, leave unrun what cannot beat the best measured even at its band's low end
 
 import datetime as dt
 import json
+import re
 
 import duckdb
 from engine.bench import events as ev
@@ -187,7 +188,8 @@ def test_results_summary_shows_each_search_and_what_it_left_unrun(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "guided search:" in out and "1 trial run, 12 left unrun" in out
     assert "exhaustive search:" in out and "13 trials run" in out and "in 4 parts" in out
-    assert "winner free-lunch" in out
+    # free-lunch, or the loss kernel of liger measured beside it on 2026-11-27 (the same maths, 0.2% apart)
+    assert re.search(r"winner (free-lunch|fused) \d+ x \d+ 40\.\d 54% \+0%", out)
 
 
 def test_a_new_search_of_a_measured_cell_is_guided_by_its_measurement():

@@ -198,6 +198,43 @@ def _synthetic(presets):
     return rows
 
 
+def test_a_measured_out_of_memory_overrules_the_memory_model(presets):
+    """Pythia-6.9B free-lunch 'fitted' micro-batch 2 of an H200 by the memory model and ran out of memory at 1 when
+    measured (twice): the H200 NVL, with the same memory, was then ranked on it. A measured out-of-memory holds on
+    every GPU with no more memory, for the same model and setting and, as FP8 only adds to it, for its FP8 twin."""
+    ckpt = Methods(activation_checkpointing=True)
+
+    def oom(mb, gpu="h200", methods=ckpt):
+        return dict(_measured("pythia-6.9b", methods, micro_batch=mb, gpu=gpu), feasible=False, days=None,
+                    pass_s=None, micro_batch=None, failure_kind="oom", provenance=json.dumps({}),
+                    failure_message=f"out of memory at micro-batch {mb} ({methods.label})")
+
+    # fits that bound the memory model from both sides (their gradients held), as the shipped sweeps' do: an
+    # out-of-memory of one model disagrees with them, and the calibration keeps what most rows say
+    rows = [dict(r, provenance=json.dumps({**json.loads(r["provenance"]), "gradients_held": True}))
+            for r in _synthetic(presets)]
+    free = predict.build_predictor(rows, presets)
+    before = {g: free.predict("pythia-6.9b", g, 1, ckpt) for g in ("h200", "h200nvl", "b200")}
+    assert all(b.feasible and b.micro_batch >= 8 for b in before.values())
+    held = predict.build_predictor(rows + [oom(4)], presets)
+    for gpu in ("h200", "h200nvl"):  # 141 GB both
+        got = held.predict("pythia-6.9b", gpu, 1, ckpt)
+        assert got.feasible and got.micro_batch == 2 and got.days >= before[gpu].days
+        assert any("micro-batch 2, not more: ckpt measured out of memory at micro-batch 4 on 1 x H200" in line
+                   for line in got.lines)
+    assert held.predict("pythia-6.9b", "b200", 1, ckpt).micro_batch == before["b200"].micro_batch  # more memory
+    fp8 = held.predict("pythia-6.9b", "h200", 1, dataclasses.replace(ckpt, fp8=True))
+    assert fp8.micro_batch == 2 and any("fp8 keeps the 16-bit weights" in line for line in fp8.lines)
+    assert held.predict("pythia-6.9b", "h200", 1, dataclasses.replace(ckpt, fused=True)).micro_batch >= 4  # less memory
+    # at micro-batch 1: does not fit, and says why
+    none = predict.build_predictor(rows + [oom(1)], presets).predict("pythia-6.9b", "h200nvl", 1, ckpt)
+    assert not none.feasible and none.reason.startswith("does not fit: ckpt measured out of memory at micro-batch 1")
+    # a measurement that ran it on a GPU with no more memory contradicts the out-of-memory: the model decides
+    ran = _measured("pythia-6.9b", ckpt, micro_batch=4, gpu="h100", presets=presets)
+    again = predict.build_predictor(rows + [oom(4), ran], presets).predict("pythia-6.9b", "h200", 1, ckpt)
+    assert again.micro_batch == before["h200"].micro_batch
+
+
 def test_leave_one_out_on_a_synthetic_measured_set(presets):
     v = predict.leave_one_out(_synthetic(presets), presets, "measured")
     assert v.cells == 4 and len(v.checks) == 8

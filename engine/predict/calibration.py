@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from engine.data.errors import PlannerError
@@ -67,7 +67,7 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
     searched = prov.get("max_micro_batch_searched")
     failed_at = None  # a micro-batch that ran out of memory, when that is all the row says
     if row.get("failure_kind") == "oom" and not searched:
-        failed_at = 1
+        failed_at = oom_micro_batch(row)
     elif row.get("failure_kind") == "dominated" and not searched:
         # The search started above a dominance floor and the first size tried did not fit.
         found = _DOES_NOT_FIT.search(row.get("failure_message") or "")
@@ -204,6 +204,72 @@ def _middle(lo: float, hi: float) -> float:
     if lo > 0:  # only "did not fit" rows: a little above the least kappa they allow
         return lo * 1.25
     return hi / 1.25  # only "fitted" rows: a little below the most they allow
+
+
+@dataclass(frozen=True)
+class MeasuredOom:
+    """A sweep ran out of memory at `micro_batch`: on a GPU with no more memory than that one, the same model and
+    setting on as many GPUs does not fit it either, whatever the memory model says (Pythia-6.9B free-lunch 'fits'
+    micro-batch 2 of an H200 by the model; measured, it does not fit 1)."""
+
+    micro_batch: int
+    capacity_bytes: float
+    label: str  # the setting measured
+    where: str  # '1 x H200 141GB SXM (146.9 GB usable, 2026-11-27)'
+
+    @property
+    def text(self) -> str:
+        return f"{self.label} measured out of memory at micro-batch {self.micro_batch} on {self.where}"
+
+
+_OOM_AT = re.compile(r"at micro-batch (\d+)")
+
+
+def oom_micro_batch(row: Mapping[str, Any]) -> int:
+    """The micro-batch an out-of-memory row ran out at: its message says ('out of memory at micro-batch 1',
+    '... while measuring at micro-batch 4'), else its micro-batch, else 1."""
+    found = _OOM_AT.search(str(row.get("failure_message") or ""))
+    return int(found.group(1)) if found else int(row.get("micro_batch") or 1)
+
+
+class MeasuredOoms:
+    """Every measured out-of-memory row, by (model, setting, GPUs in all), and what the same keys measured
+    running, so that a measurement contradicting an out-of-memory (a feasible row of the same model and setting
+    at that micro-batch or more, on a GPU with no more memory: another engine version, another allocator) leaves
+    the memory model to decide."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]], presets: Presets):
+        self.ooms: dict[tuple[str, Methods, int], list[MeasuredOom]] = {}
+        self.ran: dict[tuple[str, Methods, int], list[tuple[float, int]]] = {}
+        for r in rows:
+            if r.get("source") != "measured" or r.get("gpu") not in presets.gpus:
+                continue
+            try:
+                methods = methods_of(r)
+            except PlannerError:
+                continue
+            gpu = presets.gpu(r["gpu"])
+            key = (str(r.get("model")), methods, int(r.get("num_gpus") or 1) * int(r.get("num_nodes") or 1))
+            cap = capacity_bytes(gpu)
+            if r.get("failure_kind") == "oom":
+                mb = oom_micro_batch(r)
+                when = str(provenance_view(r.get("provenance")).get("measured_at") or r.get("created_at") or "")[:10]
+                self.ooms.setdefault(key, []).append(MeasuredOom(
+                    mb, cap, methods.label, f"{key[2]} x {gpu.name} ({gb(cap)} usable" + (f", {when}" if when else "") + ")"))
+            elif r.get("feasible") and r.get("days") and r.get("micro_batch"):
+                self.ran.setdefault(key, []).append((cap, int(r["micro_batch"])))
+
+    def smallest(self, model_id: str, methods: Methods, num_gpus: int, capacity: float) -> MeasuredOom | None:
+        """The smallest out-of-memory micro-batch measured for this model and setting on a GPU with at least
+        `capacity`, none contradicted. FP8 on a setting counts its 16-bit twin's (torchao keeps the 16-bit
+        weights and adds the casts: never less memory); fused kernels do not (the logits never held: less)."""
+        key = (model_id, methods, num_gpus)
+        keys = [key] + ([(model_id, replace(methods, fp8=False), num_gpus)] if methods.fp8 and not methods.fused else [])
+        ran = [x for k in keys for x in self.ran.get(k, [])]
+        found = [o for k in keys for o in self.ooms.get(k, [])
+                 if capacity <= o.capacity_bytes * (1 + 1e-9)
+                 and not any(c <= o.capacity_bytes and b >= o.micro_batch for c, b in ran)]
+        return min(found, key=lambda o: o.micro_batch, default=None)
 
 
 def kappa_for(model: Model, calibrations: Mapping[str, Calibration]) -> Calibration:

@@ -79,6 +79,7 @@ class Predictor:
         basis = distinct(b for b in (of(r) for r in rows) if b is not None)
         self.basis = [b for b in basis if b.source == "measured" or use_paper]
         self.calibrations = calibration.calibrate(rows, presets)
+        self.ooms = calibration.MeasuredOoms(rows, presets)  # measured out of memory: over the memory model
         # fused kernels and FP8 measured beside the same setting without them: their ratios (engine/predict/extras.py)
         self.extras_pairs = extras.measured_pairs(rows)
         self.bands = dict(bands or {})
@@ -294,10 +295,24 @@ class Predictor:
         mb = memory.max_micro_batch(model, gpu, methods, num_gpus, cal.kappa)
         cap_b = memory.capacity_bytes(gpu)
         p.memory_capacity_gb = cap_b / 1e9
+        oom = self.ooms.smallest(model.id, methods, num_gpus, cap_b)
+        oom_words = ""
+        if oom is not None and mb >= oom.micro_batch:
+            mb = max((b for b in memory.micro_batches(model, num_gpus) if b < oom.micro_batch), default=0)
+            oom_words = f"{oom.text}, which has no less memory than this GPU"
+            if oom.label != methods.label:  # its 16-bit twin's
+                oom_words += "; fp8 keeps the 16-bit weights and adds its casts, so needs no less"
+        else:
+            oom = None
         first = memory.need(model, methods, num_gpus, max(mb, 1), cal.kappa)
         p.memory_need_gb = first.total_bytes / 1e9
         p.terms["memory"] = {"static": dict(first.static), "activations_per_sample": dict(first.activations_per_sample),
                              "kappa": cal.kappa, "calibration": cal.describe()}
+        if mb == 0 and oom is not None:
+            p.reason = f"does not fit: {oom_words}"
+            p.lines = [f"the memory model's {p.memory_need_gb:.1f} GB at micro-batch 1 (of "
+                       f"{p.memory_capacity_gb:.1f} usable) is under what the measurement took: it decides"]
+            return p
         if mb == 0:
             p.reason = (f"does not fit: needs {p.memory_need_gb:.1f} GB at micro-batch 1 (static "
                         f"{first.static_bytes / 1e9:.1f} GB + activations {first.activation_bytes / 1e9:.1f} GB) "
@@ -458,6 +473,8 @@ class Predictor:
         ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
+        if oom is not None:
+            p.lines.append(f"micro-batch {mb}, not more: {oom_words}")
         p.lines += [ratio_words] if ratio_words else _extra_basis(model, gpu, tm, mb, q, speedup)
         return p
 
