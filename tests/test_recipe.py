@@ -296,7 +296,10 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
 
     presets = load_presets()
     with Store.open(shipped_db()) as s:
-        choice = recipe.pick(s, presets, "pythia-1b", "h100", 1)
+        # a model liger-kernel knows (Pythia's cell is now led by a row with the planner's own patch, which
+        # transformers' use_liger_kernel cannot reproduce: the export says so instead)
+        choice = recipe.pick(s, presets, "llama-3.2-1b", "h100", 1)
+    assert not choice.row.get("fused")
     row = {**choice.row, "fused": True, "fp8": True, "sharding": "fsdp2", "offloading": False}
     r = recipe.build(recipe.Choice(row, None, choice.counts), presets, shipped_db())
     a = r.training_args
