@@ -233,6 +233,15 @@ def test_a_measured_out_of_memory_overrules_the_memory_model(presets):
     ran = _measured("pythia-6.9b", ckpt, micro_batch=4, gpu="h100", presets=presets)
     again = predict.build_predictor(rows + [oom(4), ran], presets).predict("pythia-6.9b", "h200", 1, ckpt)
     assert again.micro_batch == before["h200"].micro_batch
+    # a search that fitted 2 and not 4 says the same of 4 (the sweep doubles until a size does not fit)
+    fitted = _measured("pythia-6.9b", ckpt, micro_batch=2, gpu="h200", presets=presets)
+    searched = predict.build_predictor(rows + [fitted], presets).predict("pythia-6.9b", "h200nvl", 1, ckpt)
+    assert searched.micro_batch == 2 and any(
+        "ckpt fitted micro-batch 2 and not 4 when searched on 1 x H200" in line for line in searched.lines)
+    # ... on its own run only: another sequence length or batch is another memory
+    other = dict(fitted, training_run="2048x512 bf16 adamw")
+    assert predict.build_predictor(rows + [other], presets).predict(
+        "pythia-6.9b", "h200nvl", 1, ckpt).micro_batch == before["h200nvl"].micro_batch
 
 
 def test_leave_one_out_on_a_synthetic_measured_set(presets):

@@ -216,9 +216,14 @@ class MeasuredOom:
     capacity_bytes: float
     label: str  # the setting measured
     where: str  # '1 x H200 141GB SXM (146.9 GB usable, 2026-11-27)'
+    fitted: int = 0  # the search's largest fit, when this is the size above it that it tried and did not fit
+    run: str = ""  # the row's training run (batch x sequence, precision, optimizer): another run, other memory
 
     @property
     def text(self) -> str:
+        if self.fitted:
+            return (f"{self.label} fitted micro-batch {self.fitted} and not {self.micro_batch} when searched on "
+                    f"{self.where}")
         return f"{self.label} measured out of memory at micro-batch {self.micro_batch} on {self.where}"
 
 
@@ -251,23 +256,36 @@ class MeasuredOoms:
             gpu = presets.gpu(r["gpu"])
             key = (str(r.get("model")), methods, int(r.get("num_gpus") or 1) * int(r.get("num_nodes") or 1))
             cap = capacity_bytes(gpu)
+            prov = provenance_view(r.get("provenance"))
+            when = str(prov.get("measured_at") or r.get("created_at") or "")[:10]
+            where = f"{key[2]} x {gpu.name} ({gb(cap)} usable" + (f", {when}" if when else "") + ")"
+            run = str(r.get("training_run") or "")
             if r.get("failure_kind") == "oom":
-                mb = oom_micro_batch(r)
-                when = str(provenance_view(r.get("provenance")).get("measured_at") or r.get("created_at") or "")[:10]
-                self.ooms.setdefault(key, []).append(MeasuredOom(
-                    mb, cap, methods.label, f"{key[2]} x {gpu.name} ({gb(cap)} usable" + (f", {when}" if when else "") + ")"))
+                self.ooms.setdefault(key, []).append(MeasuredOom(oom_micro_batch(r), cap, methods.label, where, run=run))
             elif r.get("feasible") and r.get("days") and r.get("micro_batch"):
                 self.ran.setdefault(key, []).append((cap, int(r["micro_batch"])))
+                # The search went up in powers of two until one did not fit: the next size is an out-of-memory too
+                # (when it was a candidate: one that divides the GPU's share of the batch).
+                fitted = prov.get("max_micro_batch_searched")
+                try:
+                    candidates = micro_batches(presets.model(key[0]), key[2])
+                except PlannerError:
+                    continue
+                if isinstance(fitted, int) and fitted * 2 in candidates:
+                    self.ooms.setdefault(key, []).append(
+                        MeasuredOom(fitted * 2, cap, methods.label, where, fitted=fitted, run=run))
 
-    def smallest(self, model_id: str, methods: Methods, num_gpus: int, capacity: float) -> MeasuredOom | None:
-        """The smallest out-of-memory micro-batch measured for this model and setting on a GPU with at least
-        `capacity`, none contradicted. FP8 on a setting counts its 16-bit twin's (torchao keeps the 16-bit
-        weights and adds the casts: never less memory); fused kernels do not (the logits never held: less)."""
+    def smallest(self, model_id: str, methods: Methods, num_gpus: int, capacity: float, run: str = ""
+                 ) -> MeasuredOom | None:
+        """The smallest out-of-memory micro-batch measured for this model and setting (on `run`, when the row
+        says its own) on a GPU with at least `capacity`, none contradicted. FP8 on a setting counts its 16-bit
+        twin's (torchao keeps the 16-bit weights and adds the casts: never less memory); fused kernels do not
+        (the logits never held: less)."""
         key = (model_id, methods, num_gpus)
         keys = [key] + ([(model_id, replace(methods, fp8=False), num_gpus)] if methods.fp8 and not methods.fused else [])
         ran = [x for k in keys for x in self.ran.get(k, [])]
         found = [o for k in keys for o in self.ooms.get(k, [])
-                 if capacity <= o.capacity_bytes * (1 + 1e-9)
+                 if capacity <= o.capacity_bytes * (1 + 1e-9) and not (run and o.run and o.run != run)
                  and not any(c <= o.capacity_bytes and b >= o.micro_batch for c, b in ran)]
         return min(found, key=lambda o: o.micro_batch, default=None)
 

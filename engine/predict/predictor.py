@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
+from engine.data.runs import run_key
 from engine.predict import calibration, extras, memory
 from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
@@ -295,7 +296,7 @@ class Predictor:
         mb = memory.max_micro_batch(model, gpu, methods, num_gpus, cal.kappa)
         cap_b = memory.capacity_bytes(gpu)
         p.memory_capacity_gb = cap_b / 1e9
-        oom = self.ooms.smallest(model.id, methods, num_gpus, cap_b)
+        oom = self.ooms.smallest(model.id, methods, num_gpus, cap_b, run_key(model))
         oom_words = ""
         if oom is not None and mb >= oom.micro_batch:
             mb = max((b for b in memory.micro_batches(model, num_gpus) if b < oom.micro_batch), default=0)
