@@ -201,7 +201,7 @@ def _synthetic(presets):
 def test_a_measured_out_of_memory_overrules_the_memory_model(presets):
     """Pythia-6.9B free-lunch 'fitted' micro-batch 2 of an H200 by the memory model and ran out of memory at 1 when
     measured (twice): the H200 NVL, with the same memory, was then ranked on it. A measured out-of-memory holds on
-    every GPU with no more memory, for the same model and setting and, as FP8 only adds to it, for its FP8 twin."""
+    every GPU with no more memory, for the same model, setting, GPU count and training run."""
     ckpt = Methods(activation_checkpointing=True)
 
     def oom(mb, gpu="h200", methods=ckpt):
@@ -216,6 +216,10 @@ def test_a_measured_out_of_memory_overrules_the_memory_model(presets):
     free = predict.build_predictor(rows, presets)
     before = {g: free.predict("pythia-6.9b", g, 1, ckpt) for g in ("h200", "h200nvl", "b200")}
     assert all(b.feasible and b.micro_batch >= 8 for b in before.values())
+
+    def mb(extra, gpu="h200nvl", methods=ckpt):
+        return predict.build_predictor(rows + extra, presets).predict("pythia-6.9b", gpu, 1, methods)
+
     held = predict.build_predictor(rows + [oom(4)], presets)
     for gpu in ("h200", "h200nvl"):  # 141 GB both
         got = held.predict("pythia-6.9b", gpu, 1, ckpt)
@@ -223,25 +227,49 @@ def test_a_measured_out_of_memory_overrules_the_memory_model(presets):
         assert any("micro-batch 2, not more: ckpt measured out of memory at micro-batch 4 on 1 x H200" in line
                    for line in got.lines)
     assert held.predict("pythia-6.9b", "b200", 1, ckpt).micro_batch == before["b200"].micro_batch  # more memory
-    fp8 = held.predict("pythia-6.9b", "h200", 1, dataclasses.replace(ckpt, fp8=True))
-    assert fp8.micro_batch == 2 and any("fp8 keeps the 16-bit weights" in line for line in fp8.lines)
-    assert held.predict("pythia-6.9b", "h200", 1, dataclasses.replace(ckpt, fused=True)).micro_batch >= 4  # less memory
+    # FP8 and fused kernels change the memory (FP8's compiled peaks measured below its 16-bit twin's): not carried
+    for other in (dataclasses.replace(ckpt, fp8=True), dataclasses.replace(ckpt, fused=True)):
+        assert held.predict("pythia-6.9b", "h200", 1, other).micro_batch >= 4
     # at micro-batch 1: does not fit, and says why
-    none = predict.build_predictor(rows + [oom(1)], presets).predict("pythia-6.9b", "h200nvl", 1, ckpt)
+    none = mb([oom(1)])
     assert not none.feasible and none.reason.startswith("does not fit: ckpt measured out of memory at micro-batch 1")
-    # a measurement that ran it on a GPU with no more memory contradicts the out-of-memory: the model decides
+    # a measurement that ran it on a GPU with no more memory contradicts the out-of-memory: the model decides...
     ran = _measured("pythia-6.9b", ckpt, micro_batch=4, gpu="h100", presets=presets)
-    again = predict.build_predictor(rows + [oom(4), ran], presets).predict("pythia-6.9b", "h200", 1, ckpt)
-    assert again.micro_batch == before["h200"].micro_batch
-    # a search that fitted 2 and not 4 says the same of 4 (the sweep doubles until a size does not fit)
+    ran["provenance"] = json.dumps({**json.loads(ran["provenance"]), "gradients_held": True})
+    assert mb([oom(4), ran], "h200").micro_batch == before["h200"].micro_batch
+    # ... but not one on another training run, nor one timed with its gradients freed between passes
+    assert mb([oom(4), dict(ran, training_run="256x512 bf16 adamw")]).micro_batch == 2
+    assert mb([oom(4), dict(ran, provenance=json.dumps({"max_micro_batch_searched": 4}))]).micro_batch == 2
+    # a search that fitted 2 and not 4 says the same of 4 (the sweep doubles until a size does not fit)...
     fitted = _measured("pythia-6.9b", ckpt, micro_batch=2, gpu="h200", presets=presets)
-    searched = predict.build_predictor(rows + [fitted], presets).predict("pythia-6.9b", "h200nvl", 1, ckpt)
+    searched = mb([fitted])
     assert searched.micro_batch == 2 and any(
-        "ckpt fitted micro-batch 2 and not 4 when searched on 1 x H200" in line for line in searched.lines)
-    # ... on its own run only: another sequence length or batch is another memory
-    other = dict(fitted, training_run="2048x512 bf16 adamw")
-    assert predict.build_predictor(rows + [other], presets).predict(
-        "pythia-6.9b", "h200nvl", 1, ckpt).micro_batch == before["h200nvl"].micro_batch
+        "ckpt fitted micro-batch 2 and not 4 in the uncompiled micro-batch search on 1 x H200" in line
+        for line in searched.lines)
+    # ... on its own run only, and not where a cap on the search stopped it
+    assert mb([dict(fitted, training_run="2048x512 bf16 adamw")]).micro_batch == before["h200nvl"].micro_batch
+    assert mb([dict(fitted, key=fitted["key"] + "|max-mb-2")]).micro_batch == before["h200nvl"].micro_batch
+    # a compiled measurement that ran out at 8 and measured 4 says 8 does not fit
+    relaunched = _measured("pythia-6.9b", ckpt, micro_batch=4, gpu="h200", presets=presets)
+    prov = {**json.loads(relaunched["provenance"]), "max_micro_batch_searched": 8, "measure_oom": [8]}
+    assert mb([dict(relaunched, provenance=json.dumps(prov), grad_accum=relaunched["grad_accum"])]).micro_batch == 4
+    # a results file's nonsense is no evidence and no crash: micro-batch 0, a string, a boolean, a float
+    odd = [dict(oom(4), failure_message="out of memory at micro-batch 0"),
+           dict(fitted, provenance=json.dumps({"max_micro_batch_searched": "8", "gradients_held": True})),
+           dict(fitted, provenance=json.dumps({"max_micro_batch_searched": True, "measure_oom": ["x", 0, None]})),
+           dict(fitted, provenance=json.dumps({"max_micro_batch_searched": 2.5, "measure_oom": 4}))]
+    for row in odd:
+        assert mb([row]).micro_batch >= 2
+
+
+def test_an_out_of_memory_row_brackets_kappa_at_the_micro_batch_it_names(presets):
+    row = dict(_measured("pythia-1b", space.FREE_LUNCH, micro_batch=4, gpu="h100"), feasible=False, days=None,
+               micro_batch=None, failure_kind="oom", provenance=json.dumps({}),
+               failure_message="out of memory while measuring at micro-batch 4")
+    at4 = calibration.fit_bracket(row, presets)
+    at1 = calibration.fit_bracket(dict(row, failure_message="out of memory at micro-batch 1"), presets)
+    assert at4[1] == at1[1] == math.inf and at4[0] == pytest.approx(at1[0] / 4)
+    assert calibration.fit_bracket(dict(row, failure_message="out of memory"), presets) == at1  # unsaid: 1
 
 
 def test_leave_one_out_on_a_synthetic_measured_set(presets):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from engine.data.errors import PlannerError
@@ -64,19 +64,23 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
     except PlannerError:
         return None
     prov = provenance_view(row.get("provenance"))
-    searched = prov.get("max_micro_batch_searched")
+    searched = whole(prov.get("max_micro_batch_searched"))  # (a results file may hold anything there)
     failed_at = None  # a micro-batch that ran out of memory, when that is all the row says
     if row.get("failure_kind") == "oom" and not searched:
         failed_at = oom_micro_batch(row)
+        if failed_at is None:
+            return None
     elif row.get("failure_kind") == "dominated" and not searched:
         # The search started above a dominance floor and the first size tried did not fit.
         found = _DOES_NOT_FIT.search(row.get("failure_message") or "")
         if not found:
             return None
-        failed_at = int(found.group(1))
+        failed_at = whole(int(found.group(1)))
+        if failed_at is None:
+            return None
     elif not (row.get("feasible") and row.get("days")):
         return None
-    searched = searched or row.get("micro_batch")
+    searched = searched or whole(row.get("micro_batch"))
     if searched is None and failed_at is None:
         return None
     try:
@@ -209,83 +213,106 @@ def _middle(lo: float, hi: float) -> float:
 @dataclass(frozen=True)
 class MeasuredOom:
     """A sweep ran out of memory at `micro_batch`: on a GPU with no more memory than that one, the same model and
-    setting on as many GPUs does not fit it either, whatever the memory model says (Pythia-6.9B free-lunch 'fits'
-    micro-batch 2 of an H200 by the model; measured, it does not fit 1)."""
+    setting on as many GPUs, on the same training run, does not fit it either, whatever the memory model says
+    (Pythia-6.9B free-lunch 'fits' micro-batch 2 of an H200 by the model; measured, it does not fit 1)."""
 
     micro_batch: int
     capacity_bytes: float
     label: str  # the setting measured
     where: str  # '1 x H200 141GB SXM (146.9 GB usable, 2026-11-27)'
-    fitted: int = 0  # the search's largest fit, when this is the size above it that it tried and did not fit
     run: str = ""  # the row's training run (batch x sequence, precision, optimizer): another run, other memory
+    fitted: int = 0  # the uncompiled search's largest fit, when this is the size above it that it tried
 
     @property
     def text(self) -> str:
         if self.fitted:
-            return (f"{self.label} fitted micro-batch {self.fitted} and not {self.micro_batch} when searched on "
-                    f"{self.where}")
+            return (f"{self.label} fitted micro-batch {self.fitted} and not {self.micro_batch} in the uncompiled "
+                    f"micro-batch search on {self.where}")
         return f"{self.label} measured out of memory at micro-batch {self.micro_batch} on {self.where}"
 
 
 _OOM_AT = re.compile(r"at micro-batch (\d+)")
 
 
-def oom_micro_batch(row: Mapping[str, Any]) -> int:
-    """The micro-batch an out-of-memory row ran out at: its message says ('out of memory at micro-batch 1',
-    '... while measuring at micro-batch 4'), else its micro-batch, else 1."""
+def whole(value: Any) -> int | None:
+    """A micro-batch read from a row (a results file may hold anything): a whole number of at least 1, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if value >= 1 else None
+
+
+def oom_micro_batch(row: Mapping[str, Any]) -> int | None:
+    """The micro-batch an out-of-memory row ran out at, as its message says ('out of memory at micro-batch 1',
+    '... while measuring at micro-batch 4'); 1 when it names none (the row's own micro-batch is what its search
+    fitted); None when it names one that is no micro-batch (0: a results file's nonsense, no evidence)."""
     found = _OOM_AT.search(str(row.get("failure_message") or ""))
-    return int(found.group(1)) if found else int(row.get("micro_batch") or 1)
+    return whole(int(found.group(1))) if found else 1
 
 
 class MeasuredOoms:
-    """Every measured out-of-memory row, by (model, setting, GPUs in all), and what the same keys measured
-    running, so that a measurement contradicting an out-of-memory (a feasible row of the same model and setting
-    at that micro-batch or more, on a GPU with no more memory: another engine version, another allocator) leaves
-    the memory model to decide."""
+    """Every measured out-of-memory, by (model, setting, GPUs in all): a trial's ('oom'), the size above the largest
+    its uncompiled search fitted (the engine doubles until one does not fit: engine/bench/trial.py), and the sizes
+    its compiled measurement ran out at before it measured a smaller one (`measure_oom`). Beside them, what the same
+    keys measured running: a feasible row of the same model and setting on the same run at that micro-batch or more,
+    on a GPU with no more memory (another engine version, another allocator), contradicts an out-of-memory, and
+    the memory model decides. FP8 and fused kernels change the memory (FP8's compiled peaks measured 16-29% below
+    its 16-bit twin's in 10 of 11 pairs): each setting counts its own rows only."""
 
     def __init__(self, rows: Iterable[Mapping[str, Any]], presets: Presets):
         self.ooms: dict[tuple[str, Methods, int], list[MeasuredOom]] = {}
-        self.ran: dict[tuple[str, Methods, int], list[tuple[float, int]]] = {}
+        self.ran: dict[tuple[str, Methods, int], list[tuple[float, int, str]]] = {}
         for r in rows:
             if r.get("source") != "measured" or r.get("gpu") not in presets.gpus:
                 continue
             try:
                 methods = methods_of(r)
-            except PlannerError:
+                n = int(r.get("num_gpus") or 1) * int(r.get("num_nodes") or 1)
+            except (PlannerError, TypeError, ValueError):
                 continue
             gpu = presets.gpu(r["gpu"])
-            key = (str(r.get("model")), methods, int(r.get("num_gpus") or 1) * int(r.get("num_nodes") or 1))
+            key = (str(r.get("model")), methods, n)
             cap = capacity_bytes(gpu)
             prov = provenance_view(r.get("provenance"))
             when = str(prov.get("measured_at") or r.get("created_at") or "")[:10]
-            where = f"{key[2]} x {gpu.name} ({gb(cap)} usable" + (f", {when}" if when else "") + ")"
+            where = f"{n} x {gpu.name} ({gb(cap)} usable" + (f", {when}" if when else "") + ")"
             run = str(r.get("training_run") or "")
+            add = lambda mb, fitted=0: self.ooms.setdefault(key, []).append(  # noqa: E731
+                MeasuredOom(mb, cap, methods.label, where, run, fitted))
             if r.get("failure_kind") == "oom":
-                self.ooms.setdefault(key, []).append(MeasuredOom(oom_micro_batch(r), cap, methods.label, where, run=run))
-            elif r.get("feasible") and r.get("days") and r.get("micro_batch"):
-                self.ran.setdefault(key, []).append((cap, int(r["micro_batch"])))
-                # The search went up in powers of two until one did not fit: the next size is an out-of-memory too
-                # (when it was a candidate: one that divides the GPU's share of the batch).
-                fitted = prov.get("max_micro_batch_searched")
-                try:
-                    candidates = micro_batches(presets.model(key[0]), key[2])
-                except PlannerError:
-                    continue
-                if isinstance(fitted, int) and fitted * 2 in candidates:
-                    self.ooms.setdefault(key, []).append(
-                        MeasuredOom(fitted * 2, cap, methods.label, where, fitted=fitted, run=run))
+                at = oom_micro_batch(r)
+                if at:
+                    add(at)
+                continue
+            ran = whole(r.get("micro_batch"))
+            if not (r.get("feasible") and r.get("days") and ran):
+                continue
+            if not gradients_freed(r, methods):  # timed with its gradients freed: not a training step's fit
+                self.ran.setdefault(key, []).append((cap, ran, run))
+            measured_oom = [b for b in map(whole, prov.get("measure_oom") or []) if b] \
+                if isinstance(prov.get("measure_oom"), list) else []
+            if measured_oom:
+                add(min(measured_oom))
+            # The search's next size, where the search could have tried it: a power of two dividing the GPU's
+            # share of the row's own batch, and no cap set on the search (`|max-mb-N`: it stopped there).
+            fitted, accum = whole(prov.get("max_micro_batch_searched")), whole(r.get("grad_accum"))
+            per_gpu = ran * accum if accum else None
+            if fitted and per_gpu and "|max-mb-" not in str(r.get("key") or "") and per_gpu % (fitted * 2) == 0:
+                add(fitted * 2, fitted)
 
     def smallest(self, model_id: str, methods: Methods, num_gpus: int, capacity: float, run: str = ""
                  ) -> MeasuredOom | None:
-        """The smallest out-of-memory micro-batch measured for this model and setting (on `run`, when the row
-        says its own) on a GPU with at least `capacity`, none contradicted. FP8 on a setting counts its 16-bit
-        twin's (torchao keeps the 16-bit weights and adds the casts: never less memory); fused kernels do not
-        (the logits never held: less)."""
+        """The smallest out-of-memory micro-batch measured for this model and setting on `run` (a row that does
+        not say its run counts for any) on a GPU with at least `capacity`, none contradicted."""
         key = (model_id, methods, num_gpus)
-        keys = [key] + ([(model_id, replace(methods, fp8=False), num_gpus)] if methods.fp8 and not methods.fused else [])
-        ran = [x for k in keys for x in self.ran.get(k, [])]
-        found = [o for k in keys for o in self.ooms.get(k, [])
-                 if capacity <= o.capacity_bytes * (1 + 1e-9) and not (run and o.run and o.run != run)
+
+        def same_run(other: str) -> bool:
+            return not (run and other and other != run)
+
+        ran = [(c, b) for c, b, r in self.ran.get(key, []) if same_run(r)]
+        found = [o for o in self.ooms.get(key, [])
+                 if capacity <= o.capacity_bytes * (1 + 1e-9) and same_run(o.run)
                  and not any(c <= o.capacity_bytes and b >= o.micro_batch for c, b in ran)]
         return min(found, key=lambda o: o.micro_batch, default=None)
 

@@ -301,8 +301,6 @@ class Predictor:
         if oom is not None and mb >= oom.micro_batch:
             mb = max((b for b in memory.micro_batches(model, num_gpus) if b < oom.micro_batch), default=0)
             oom_words = f"{oom.text}, which has no less memory than this GPU"
-            if oom.label != methods.label:  # its 16-bit twin's
-                oom_words += "; fp8 keeps the 16-bit weights and adds its casts, so needs no less"
         else:
             oom = None
         first = memory.need(model, methods, num_gpus, max(mb, 1), cal.kappa)
