@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+
+# The plausible lines of engine/data/generations.py, in words: every legend that names them says these.
+LINES = "60%; A100, H100 and H200 65%"
+
 @dataclass(frozen=True)
 class Term:
     term: str  # as printed: 'FL', 'ckpt', 'MFU'
@@ -74,10 +78,10 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
              "the share of the GPU's peak 16-bit math the training actually uses; 40-55% is good.",
              "a sanity check on any timing: too low wastes the GPU, too high cannot be true."),
         Term("!, !!", "implausible, impossible MFU",
-             "! above its GPU generation's plausible line (60%; A100, H100 and H200 65%), !! above 100% of peak.",
+             f"! above its GPU generation's plausible line ({LINES}), !! above 100% of peak.",
              "such a time is too good to be true (the paper's timer did not wait for the GPU): expect longer."),
         Term("^", "capped MFU",
-             "a prediction that came out above its GPU generation's plausible line (60%; A100, H100 and H200 65%) is held at "
+             f"a prediction that came out above its GPU generation's plausible line ({LINES}) is held at "
              "the line: 60%^ is capped at 60% (this generation's line).",
              "its days are the line's, and its band is centred on them, wider on each side by how far past the "
              "line the time model put it: measure before you buy on it."),

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from tui_planner import args as arg
 from tui_planner import format as fmt
+from tui_planner import glossary
 from tui_planner import views
 
 HELP = "what to buy: systems that are sold, ranked for a budget and a deadline"
@@ -109,7 +110,7 @@ def legend(req, options: list[dict], energy: str) -> list[str]:
         "days: training days for the run; band: a prediction's low-high days (its likely range; measured and "
         "paper figures have none)",
         "MFU: model FLOPs utilisation, the share of the GPU's peak 16-bit math used (40-55% is good); ! above "
-        "its GPU generation's plausible line (60%; A100, H100 and H200 65%), !! above 100%: too fast to be true"
+        f"its GPU generation's plausible line ({glossary.LINES}), !! above 100%: too fast to be true"
         + ("; ^ a prediction capped at that line (60%^: capped at 60% (this generation's line); its band is centred "
            "on it, wider by how far past the line the time model put it)"
            if any(r.get("capped") for r in options) else ""),

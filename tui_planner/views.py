@@ -171,7 +171,7 @@ def print_results(rows: Iterable[dict[str, Any]], console: Console | None = None
                   + f"{e(glossary.FROM_LEGEND)}. (The app's ? then g: the glossary.)[/dim]")
     if any(r.get("plausibility") in FLAG_STYLE for r in rows):
         console.print("[yellow]![/] implausible: above its GPU generation's plausible share of dense 16-bit peak "
-                      "(60%; A100, H100 and H200 65%).  "
+                      f"({glossary.LINES}).  "
                       "[bold red]!![/] impossible: above 100%. The paper's timer did not synchronize the GPU.")
 
 

@@ -131,6 +131,13 @@ def own_patch(done: Any) -> bool:
     return bool(via) and not via.startswith("liger_kernel ")
 
 
+def swapped_norms(done: Any) -> bool:
+    """Whether a row's fused record says the norms were swapped for liger's (a row measured uncompiled, or compiled
+    before fused under torch.compile left the norms to Inductor): what to apply to run the same kernels again."""
+    covers = done.get("covers") if isinstance(done, dict) else None
+    return any(str(c).startswith("layer_norm") for c in covers or [])
+
+
 def keep_fused_loss_eager() -> None:
     """torch.compile runs liger's fused linear cross-entropy as it is, untraced. Its autograd Function computes the
     gradients inside its forward with Triton kernels and in-place `torch.addmm(..., out_dtype=float32, out=...)`,

@@ -32,7 +32,7 @@ from engine.bench.launcher import TrialOutcome, run_trial
 from engine.data.presets import Presets, load_presets
 from engine.data.runs import run_columns
 from engine.data.store import Run, Store, Trial, evidence_rows, plain
-from engine.data.generations import impossible_mfu, judge
+from engine.data.generations import judge
 
 
 @dataclass
@@ -348,9 +348,8 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
             # MFU is against the 16-bit peak for every row (as torchtitan reports FP8 runs); an fp8 row's matrix
             # products may run up to the FP8 peak, which is then its physical limit and scales its line.
             known = spec.gpu in presets.gpus
-            limit = impossible_mfu(presets.gpu(spec.gpu), m.fp8) if known else formulas.IMPOSSIBLE_MFU
             t.plausibility = judge(presets.gpu(spec.gpu), t.mfu, m.fp8) if known else formulas.plausibility(t.mfu)
-            if t.mfu > limit:
+            if t.plausibility == "impossible":
                 # Faster than the hardware can compute: a measurement bug, never shown as fact.
                 t.feasible, t.failure_kind = False, "refused"
                 t.failure_message = (f"refused: {t.mfu:.0%} of dense peak is physically impossible "

@@ -71,8 +71,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         fast.keep_fused_loss_eager()  # as the benchmark: under torch.compile, liger's loss runs untraced
         if fast.own_patch(fused):  # the Trainer's use_liger_kernel does nothing
             # the kernels the benchmark ran: a row measured before fused left the norms to compile swapped them
-            swapped = any(str(c).startswith("layer_norm") for c in fused.get("covers") or [])
-            fast.apply_fused(net, model.objective, compiled=bool(args.torch_compile) and not swapped)
+            fast.apply_fused(net, model.objective, compiled=bool(args.torch_compile) and not fast.swapped_norms(fused))
     if args.torch_compile and args.fsdp:  # as the benchmark and the export's note: every block compiled
         from engine.bench.steppers import allow_a_compile_per_block
 
