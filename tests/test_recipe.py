@@ -341,6 +341,12 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
     assert "keep_fused_loss_eager()" in o.explain
     g = recipe.build(recipe.Choice({**generic, "compile": True}, None, choice.counts), presets, shipped_db())
     assert "apply_fused(model, 'causal-lm', compiled=True)" in g.explain
+    # a compiled row measured before fused left the norms to torch.compile swapped them: the export says so, as
+    # verify applies them
+    before = {**row, "compile": True, "provenance": json.dumps({"fused": {
+        "via": "tui-planner's generic liger patch", "covers": ["layer_norm x33", "fused_linear_cross_entropy"]}})}
+    b = recipe.build(recipe.Choice(before, None, choice.counts), presets, shipped_db())
+    assert "LayerNorm -> LigerLayerNorm" in b.explain and "compiled=True" not in b.explain
     assert recipe.fp8_env(plain.plan) == {} and recipe.accelerate_config(plain.plan) is None
     assert "ACCELERATE_MIXED_PRECISION" not in plain.launch and "CHANGES NUMERICS" not in plain.explain
     recipe.write(plain, tmp_path / "out")  # a later export without fp8 leaves no stale FP8 recipe behind

@@ -219,10 +219,12 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
         fused = fused if isinstance(fused, dict) else {}
         compiled, own = bool(row["compile"]), fast.own_patch(fused)
         if own:
+            # what the benchmark ran: a compiled row measured before fused left the norms to torch.compile swapped them
+            compiled_kernels = compiled and not fast.swapped_norms(fused)
             notes.append("fused: liger-kernel has no patch for this model type, so TrainingArguments' use_liger_kernel "
                          "would change nothing; the benchmark ran the planner's own (" +
                          ("the loss by liger's fused linear cross-entropy, the norms left to torch.compile): call "
-                          "engine.bench.fast.apply_fused(model, 'causal-lm', compiled=True)" if compiled else
+                          "engine.bench.fast.apply_fused(model, 'causal-lm', compiled=True)" if compiled_kernels else
                           "LayerNorm -> LigerLayerNorm, the loss by liger's fused linear cross-entropy): call "
                           "engine.bench.fast.apply_fused(model, 'causal-lm')") +
                          " on the model before training, or the step is the unfused one")
