@@ -310,7 +310,15 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
     assert "CHANGES NUMERICS" in r.explain and "accelerate_config.yaml" in r.explain
     env = recipe.fp8_env(r.plan)
     assert env["ACCELERATE_MIXED_PRECISION"] == "fp8" and env["ACCELERATE_FP8_BACKEND"] == "AO"
-    assert env["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "false"  # as the trials measured it
+    assert env["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "false"  # as the row measured it (no float8 gather)
+    # a row whose FSDP gathered its fp8 weights in float8 (fast.fp8_all_gather): the export does as it did
+    gathered = {**row, "provenance": json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})}
+    g = recipe.build(recipe.Choice(gathered, None, choice.counts), presets, shipped_db())
+    assert recipe.fp8_env(g.plan)["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "true"
+    assert "enable_fsdp_float8_all_gather: true" in recipe.accelerate_config(g.plan)
+    zero = {**gathered, "sharding": "zero3"}  # DeepSpeed has no float8 gather: never claimed
+    z = recipe.build(recipe.Choice(zero, None, choice.counts), presets, shipped_db())
+    assert recipe.fp8_env(z.plan)["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "false"
     assert "export " + " ".join(f"{k}={v}" for k, v in env.items()) in r.launch
     paths = recipe.write(r, tmp_path / "out")
     assert tmp_path / "out" / recipe.ACCELERATE in paths

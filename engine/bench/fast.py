@@ -13,7 +13,12 @@
   50% MFU against free-lunch's 56%, Llama-3.2-1B x0.94, and with fp8 Pythia-1B x0.56 of fp8 alone.
 - fp8: torchao's float8 training: every nn.Linear whose sides divide by 16 becomes a Float8Linear (dynamic
   tensorwise scaling, torchao's fastest recipe and its default), except the output head, kept in 16-bit as
-  torchtitan does. Changes numerics; engine/bench/numerics.py measures by how much.
+  torchtitan does. Under FSDP (fully_shard, parameters on the GPU) the weights are all-gathered in float8, each
+  rank casting its own shard, with the scales of all of them computed at once after each optimizer step
+  (torchao's enable_fsdp_float8_all_gather and precompute_float8_dynamic_scale_for_fsdp, as torchtitan's FP8
+  figures ran). Gathered in 16 bits instead, every rank cast every whole weight again in every pass: measured on
+  4 x H100 (2026-11-28), fp8 was then slower than 16 bits (Pythia-6.9B FSDP-2 x1.08 the days at micro-batch 2,
+  Pythia-2.8B FSDP-3 x1.10 at 8). Changes numerics; engine/bench/numerics.py measures by how much.
 
 `unavailable(...)` says, without importing torch, why a method cannot run here (no GPU, no FP8 tensor cores,
 package missing); the sweep records it rather than launching a trial that would fail. Imports torch (apply_*).
@@ -62,8 +67,21 @@ def apply(net: Any, methods: Methods, objective: str, emulate_fp8: bool = False,
     if methods.fused:
         done["fused"] = apply_fused(net, objective, compiled=compiled)
     if methods.fp8:
-        done["fp8"] = apply_fp8(net, emulate=emulate_fp8)
+        done["fp8"] = apply_fp8(net, emulate=emulate_fp8, fsdp_float8_all_gather=fp8_all_gather(methods))
     return done
+
+
+def fp8_all_gather(methods: Methods) -> bool:
+    """Whether a point's FSDP gathers its fp8 weights in float8 (Methods.fp8_gathered_in_float8)."""
+    return methods.fp8_gathered_in_float8
+
+
+def precompute_fp8_scales(net: Any) -> None:
+    """After an optimizer step under float8 all-gather: every float8 weight's scale from one all-reduce of all
+    their maxima, for the next all-gathers (without it, each weight's pre-all-gather hook reduces its own)."""
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    precompute_float8_dynamic_scale_for_fsdp(net)
 
 
 # --- fused -------------------------------------------------------------------------------------------
@@ -216,9 +234,11 @@ def _fused_head_loss(self: Any, hidden: Any, labels: Any) -> Any:
 # --- fp8 ---------------------------------------------------------------------------------------------
 
 
-def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
+def apply_fp8(net: Any, emulate: bool = False, fsdp_float8_all_gather: bool = False) -> dict[str, Any]:
     """Swap `net`'s linear layers for torchao's Float8Linear (before sharding and compiling). emulate: torchao's
-    emulation (CPU tests; as slow as it is exact about what the recipe does). Returns the recipe and counts."""
+    emulation (CPU tests; as slow as it is exact about what the recipe does). fsdp_float8_all_gather: fully_shard
+    will shard the model and is to gather its weights in float8 (fp8_all_gather). Returns the recipe and counts,
+    and 'all_gather': 'float8' where FSDP gathers them so."""
     import torch
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
@@ -243,6 +263,8 @@ def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
         config = Float8LinearConfig(emulate=True, pad_inner_dim=True)
     else:
         config = dataclasses.replace(Float8LinearConfig.from_recipe_name(FP8_RECIPE), pad_inner_dim=True)
+    if fsdp_float8_all_gather:
+        config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
     before = sum(isinstance(m, torch.nn.Linear) for m in net.modules())
     convert_to_float8_training(net, module_filter_fn=take, config=config)
     from torchao.float8.float8_linear import Float8Linear
@@ -252,4 +274,5 @@ def apply_fp8(net: Any, emulate: bool = False) -> dict[str, Any]:
         raise RuntimeError(f"fp8: none of {type(net).__name__}'s {before} linear layers could take float8 "
                            f"({'; '.join(kept[:3])})")
     return {"recipe": FP8_RECIPE + ", inner dims padded to 16" + (" (emulated)" if emulate else ""),
+            **({"all_gather": "float8"} if fsdp_float8_all_gather else {}),
             "linears": converted, "of": before, "kept_16bit": kept[:8] + ([f"... {len(kept) - 8} more"] if len(kept) > 8 else [])}

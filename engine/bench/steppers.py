@@ -240,6 +240,9 @@ class FsdpStepper:
         self.opt = make_optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
                               fused=methods.free_lunch)
         self.keep_grads = False  # as PlainStepper's
+        from engine.bench.fast import fp8_all_gather
+
+        self.fp8_scales = fp8_all_gather(methods)  # weights gathered in float8: their scales after each step
 
     def no_sync(self) -> Any:
         return contextlib.nullcontext()
@@ -255,6 +258,11 @@ class FsdpStepper:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=not self.keep_grads)
+        if self.fp8_scales:
+            from engine.bench.fast import precompute_fp8_scales
+
+            precompute_fp8_scales(self.net)
+
 
 def close(stepper: Any) -> None:
     """Let go of a stepper's model, optimizer and engine (host and GPU memory) before building another."""

@@ -67,6 +67,12 @@ class Methods:
         return self.sharding.startswith("fsdp")
 
     @property
+    def fp8_gathered_in_float8(self) -> bool:
+        """Whether FSDP gathers this point's fp8 weights in float8 (torchao's FSDP2 extension, engine/bench/fast.py):
+        fp8 under FSDP with the parameters on the GPU. With CPU offload the shards live on the host: 16-bit."""
+        return self.fp8 and self.fsdp and not self.offloading
+
+    @property
     def stage(self) -> int:
         return int(self.sharding[-1]) if self.sharding != "none" else 0
 

@@ -344,12 +344,16 @@ def fp8_env(plan: dict) -> dict[str, str]:
     """The environment accelerate reads an FP8 recipe from (what `accelerate launch --config_file` sets from
     fp8_config: accelerate.utils.launch.setup_fp8_env; read back by AORecipeKwargs): mixed precision fp8 with the
     torchao backend, inner dimensions padded for torch._scaled_mm (engine/bench/fast.py's trials pad them too). FSDP
-    all-gathers stay 16-bit, as the trials measured them (torchao's float8 all-gather needs FSDP2 and a scale
-    precompute after each step; unmeasured here). Empty for a plan without fp8."""
+    all-gathers the weights in float8 where the measured row did (its fp8 record's all_gather; accelerate then
+    precomputes the scales after each optimizer step, as the benchmark), else in 16 bits, as rows measured before
+    2026-11-28 did. Empty for a plan without fp8."""
     if not plan.get("fp8"):
         return {}
+    fp8 = (plan.get("provenance") or {}).get("fp8")
+    float8_gather = isinstance(fp8, dict) and fp8.get("all_gather") == "float8" \
+        and str(plan.get("sharding") or "").startswith("fsdp")
     return {"ACCELERATE_MIXED_PRECISION": "fp8", "ACCELERATE_FP8_BACKEND": "AO", "ACCELERATE_FP8_PAD_INNER_DIM": "true",
-            "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "false"}
+            "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "true" if float8_gather else "false"}
 
 
 def accelerate_config(plan: dict) -> str | None:
