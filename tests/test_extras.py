@@ -302,6 +302,32 @@ def test_a_cell_measured_again_gives_its_ratio_from_the_latest_rows():
     assert extras.measured_pairs(list(reversed(rows)))[0].ratio == pytest.approx(pair.ratio)  # whatever the order
 
 
+def test_fp8_under_fsdp_takes_the_ratios_of_weights_gathered_as_the_engine_gathers_them():
+    """Gathered in 16 bits, fp8 under FSDP measured x1.08 the days of 16 bits (Pythia-6.9B, 4 x H100); gathered in
+    float8, x0.82. A prediction of fp8 under FSDP takes the float8-gathered pairs where any were measured, even from
+    another model, over its own cell's 16-bit ones; with CPU offload (gathered in 16 bits) the 16-bit ones; with no
+    float8 pair at all, what there is."""
+    import json
+
+    from engine.predict import extras
+
+    f8 = json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})
+    rows = [_row("a", "fsdp2", 10, n=4), _row("a", "fp8+fsdp2", 10.8, n=4),  # 16-bit gathers (no record)
+            _row("b", "fsdp3", 20, n=4), _row("b", "fp8+fsdp3", 16.4, n=4, provenance=f8),
+            _row("a", "fsdp3+offload", 30, n=4), _row("a", "fp8+fsdp3+offload", 27, n=4)]
+    pairs = extras.measured_pairs(rows)
+    assert {(p.model, p.label, p.gather) for p in pairs} == {("a", "fp8+fsdp2", "16-bit"), ("b", "fp8+fsdp3", "float8"),
+                                                             ("a", "fp8+fsdp3+offload", "16-bit")}
+    on_a = extras.take(pairs, space.by_label("fp8+fsdp2"), "a", "h200", 4)
+    assert on_a.ratio == pytest.approx(0.82) and on_a.how.startswith("other models")  # not its own x1.08
+    assert "float8 gathers" in on_a.words(("fp8",))
+    off = extras.take(pairs, space.by_label("fp8+fsdp3+offload"), "a", "h200", 4)
+    assert off.ratio == pytest.approx(0.9) and off.how == "this cell, measured"
+    old = extras.take(extras.measured_pairs(rows[:2]), space.by_label("fp8+fsdp2"), "a", "h200", 4)
+    assert old.ratio == pytest.approx(1.08)  # nothing gathered in float8 measured: the 16-bit pair, said as such
+    assert "16-bit gathers" in old.words(("fp8",))
+
+
 def test_where_a_method_was_measured_its_prediction_rests_on_the_measurement():
     """Fused kernels were measured slower than free-lunch under torch.compile (1 x H200, Llama-3.2-1B): the
     prediction says so and why; with those rows left out it falls back to the assumed (faster) effect, and says

@@ -12,7 +12,9 @@ measurements (fused's kernels under compile; FSDP's compile per block), and a la
 Which ratios a prediction takes, closest first, of the same kind of setting only (sharded or not, offloaded or not):
 this very cell measured, then this model's other pairs, then other models'. Its band spans the ratios it took
 (x0.95 below the lowest and x1.05 above the highest for the cell itself; x0.85 and x1.2 where carried to another
-cell), on top of the prediction's own band. A kind nobody measured keeps the assumption.
+cell), on top of the prediction's own band. A kind nobody measured keeps the assumption. fp8 under FSDP takes
+the pairs whose weights were gathered the way the engine now gathers them (in float8 since 2026-11-28, in 16 bits
+with CPU offload) wherever any were measured.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Pair:
     methods: Methods  # the setting with the method
     days: float  # its measured median
     base_days: float  # the same setting's without the method
+    gather: str = ""  # fp8 under FSDP: how its weights were gathered ('float8' or '16-bit'); '' otherwise
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -54,7 +57,8 @@ class Pair:
         return self.days / self.base_days
 
     def words(self) -> str:
-        return f"{self.model} {self.num_gpus}x{self.gpu} {self.label} x{self.ratio:.2f}"
+        gathered = f" ({self.gather} gathers)" if self.gather else ""
+        return f"{self.model} {self.num_gpus}x{self.gpu} {self.label}{gathered} x{self.ratio:.2f}"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
     days: dict[tuple, list[float]] = {}
     meta: dict[tuple, Methods] = {}
     newest: dict[tuple, str] = {}
+    gathers: dict[tuple, str] = {}
     for r in rows:
         if r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind") or not r.get("days"):
             continue
@@ -110,6 +115,9 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
         newest[key] = when
         days[key].append(float(r["days"]))
         meta[key] = m
+        if m.fp8 and m.fsdp:
+            fp8 = provenance_view(r.get("provenance")).get("fp8")
+            gathers[key] = "float8" if isinstance(fp8, dict) and fp8.get("all_gather") == "float8" else "16-bit"
     out = []
     for key, values in days.items():
         m = meta[key]
@@ -119,7 +127,8 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
         base_key = key[:-1] + (base.label,)
         if base_key not in days:
             continue
-        out.append(Pair(key[0], key[1], key[2], key[3], m, statistics.median(values), statistics.median(days[base_key])))
+        out.append(Pair(key[0], key[1], key[2], key[3], m, statistics.median(values), statistics.median(days[base_key]),
+                        gathers.get(key, "")))
     return sorted(out, key=lambda p: (p.extras, p.model, p.gpu, p.num_gpus, p.label))
 
 
@@ -127,8 +136,14 @@ def take(pairs: Sequence[Pair], methods: Methods, model_id: str, gpu_id: str = "
          nodes: int = 1) -> Taken | None:
     """The ratio for `methods`' extras on this cell, closest evidence first: this very cell measured (its
     run-to-run margin), else this model's pairs, else other models', of the same kind of setting (sharded or not,
-    offloaded or not; a wider margin); None where nothing of that kind was measured (the assumption stands)."""
+    offloaded or not; a wider margin); None where nothing of that kind was measured (the assumption stands).
+    fp8 under FSDP takes the pairs whose weights were gathered as the engine now gathers them (float8 on the GPU,
+    Methods.fp8_gathered_in_float8) where there are any: gathered in 16 bits, fp8 measured x1.08-1.10 the days of
+    16 bits on 4 x H100 where float8 gathers measured x0.82-0.94."""
     kind = [p for p in pairs if p.extras == methods.extras and _kind(p.methods) == _kind(methods)]
+    if methods.fp8 and methods.fsdp:
+        want = "float8" if methods.fp8_gathered_in_float8 else "16-bit"
+        kind = [p for p in kind if p.gather == want] or kind
     tiers = (([p for p in kind if (p.model, p.gpu, p.num_gpus, p.nodes, p.label)
                == (model_id, gpu_id, num_gpus, nodes, methods.label)], "this cell, measured", MARGIN_SAME),
              ([p for p in kind if p.model == model_id], "this model, another cell or setting", MARGIN_BORROWED),
