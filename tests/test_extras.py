@@ -192,6 +192,12 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     assert "changes numerics" in words and "loss vs bf16" in words and "after 12 steps" in words
     assert "[fp8 emulated on the CPU]" in words and "bf16 from another init" in words
     assert "not measured (tui-planner numerics" in details.numerics_words("{\"loss_method\": \"[b]x\"}")
+    # under FSDP, how the fp8 weights were gathered (float8 since 2026-11-28; 16 bits before, and with offload)
+    sharded = {**fp8_row, "sharding": "fsdp3", "provenance": json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})}
+    assert "FSDP gathers the weights in float8" in "\n".join(details.settings_lines(sharded))
+    older = {**sharded, "provenance": json.dumps({"fp8": {"recipe": "tensorwise"}})}
+    assert "FSDP gathers the weights in 16 bits" in "\n".join(details.settings_lines(older))
+    assert "FSDP gathers" not in words  # not sharded: nothing to say
 
 
 def test_the_numerics_command_refuses_what_cannot_run_here():

@@ -283,9 +283,12 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
                        + (f"; not {', '.join(map(str, done['not_covered']))}" if done.get("not_covered") else "")))
     if row.get("fp8"):
         done = prov.get("fp8") if isinstance(prov.get("fp8"), dict) else {}
+        gather = ("" if not str(row.get("sharding") or "").startswith("fsdp") else
+                  "; FSDP gathers the weights in float8" if done.get("all_gather") == "float8" else
+                  "; FSDP gathers the weights in 16 bits (each rank casts every whole weight in every pass)")
         fields.append(("FP8", f"torchao float8, {done.get('recipe', 'tensorwise')} scaling"
                               + (f", {done['linears']} of {done['of']} linear layers" if done.get("linears") else "")
-                              + " (changes numerics)"))
+                              + gather + " (changes numerics)"))
     if row.get("fused") or row.get("fp8"):
         fields.append(("loss vs bf16", numerics_words(row.get("numerics"))))
     for name, value in fields:
