@@ -198,6 +198,9 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     older = {**sharded, "provenance": json.dumps({"fp8": {"recipe": "tensorwise"}})}
     assert "FSDP gathers the weights in 16 bits" in "\n".join(details.settings_lines(older))
     assert "FSDP gathers" not in words  # not sharded: nothing to say
+    predicted = {**older, "source": "predicted", "provenance": json.dumps({"predicted": True})}
+    assert "FSDP gathers the weights in float8" in "\n".join(details.settings_lines(predicted))  # as the engine runs it
+    assert "FSDP gathers" not in "\n".join(details.settings_lines({**predicted, "source": "paper"}))  # nothing recorded
 
 
 def test_the_numerics_command_refuses_what_cannot_run_here():
@@ -320,15 +323,23 @@ def test_fp8_under_fsdp_takes_the_ratios_of_weights_gathered_as_the_engine_gathe
     f8 = json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})
     rows = [_row("a", "fsdp2", 10, n=4), _row("a", "fp8+fsdp2", 10.8, n=4),  # 16-bit gathers (no record)
             _row("b", "fsdp3", 20, n=4), _row("b", "fp8+fsdp3", 16.4, n=4, provenance=f8),
-            _row("a", "fsdp3+offload", 30, n=4), _row("a", "fp8+fsdp3+offload", 27, n=4)]
+            _row("a", "fsdp3+offload", 30, n=4), _row("a", "fp8+fsdp3+offload", 27, n=4),
+            # a shared file's offloaded row that says float8: not how the engine gathers with offload
+            _row("b", "fsdp3+offload", 30, n=4), _row("b", "fp8+fsdp3+offload", 15, n=4, provenance=f8)]
     pairs = extras.measured_pairs(rows)
     assert {(p.model, p.label, p.gather) for p in pairs} == {("a", "fp8+fsdp2", "16-bit"), ("b", "fp8+fsdp3", "float8"),
-                                                             ("a", "fp8+fsdp3+offload", "16-bit")}
+                                                             ("a", "fp8+fsdp3+offload", "16-bit"),
+                                                             ("b", "fp8+fsdp3+offload", "float8")}
     on_a = extras.take(pairs, space.by_label("fp8+fsdp2"), "a", "h200", 4)
     assert on_a.ratio == pytest.approx(0.82) and on_a.how.startswith("other models")  # not its own x1.08
     assert "float8 gathers" in on_a.words(("fp8",))
-    off = extras.take(pairs, space.by_label("fp8+fsdp3+offload"), "a", "h200", 4)
-    assert off.ratio == pytest.approx(0.9) and off.how == "this cell, measured"
+    off = extras.take(pairs, space.by_label("fp8+fsdp3+offload"), "c", "h200", 4)
+    assert off.ratio == pytest.approx(0.9) and off.how.startswith("other models")  # a's 16-bit one, not b's x0.5
+    # one cell measured with both gathers: two pairs, each against the cell's latest 16-bit row
+    again = rows[:2] + [_row("a", "fsdp2", 10.4, n=4, created_at="2026-11-28 02:10"),
+                        _row("a", "fp8+fsdp2", 8.5, n=4, provenance=f8, created_at="2026-11-28 02:12")]
+    both = {p.gather: round(p.ratio, 3) for p in extras.measured_pairs(again)}
+    assert both == {"16-bit": round(10.8 / 10.4, 3), "float8": round(8.5 / 10.4, 3)}
     old = extras.take(extras.measured_pairs(rows[:2]), space.by_label("fp8+fsdp2"), "a", "h200", 4)
     assert old.ratio == pytest.approx(1.08)  # nothing gathered in float8 measured: the 16-bit pair, said as such
     assert "16-bit gathers" in old.words(("fp8",))
@@ -483,7 +494,9 @@ for label, m in (("fsdp3", Methods(sharding="fsdp3", fp8=True)), ("offload", Met
         losses.append(float(stepper.forward(**batch).loss))
         stepper.update()
     kinds = sorted({type(getattr(p, "_local_tensor", p)).__name__ for p in net.parameters()})
-    out[label] = {"record": done["fp8"], "losses": losses, "kinds": kinds, "precomputed": len(calls)}
+    scales = sum(getattr(getattr(p, "_local_tensor", None), "_precomputed_scale", None) is not None
+                 for p in net.parameters())
+    out[label] = {"record": done["fp8"], "losses": losses, "kinds": kinds, "precomputed": len(calls), "scales": scales}
 print(json.dumps(out))
 dist.destroy_process_group()
 """
@@ -507,7 +520,7 @@ def test_under_fsdp_fp8_weights_are_gathered_in_float8_with_their_scales_after_e
     got = json.loads(out.stdout.strip().splitlines()[-1])
     on, off = got["fsdp3"], got["offload"]
     assert on["record"]["all_gather"] == "float8" and "WeightWithDynamicFloat8CastTensor" in on["kinds"]
-    assert on["precomputed"] == 4
+    assert on["precomputed"] == 4 and on["scales"] == 8  # every float8 weight's shard holds its scale for the gather
     assert all(x == x for x in on["losses"]) and on["losses"][-1] < on["losses"][0]  # it trains
     assert "all_gather" not in off["record"] and "WeightWithDynamicFloat8CastTensor" not in off["kinds"]
-    assert off["precomputed"] == 0
+    assert off["precomputed"] == 0 and off["scales"] == 0

@@ -316,6 +316,9 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
     g = recipe.build(recipe.Choice(gathered, None, choice.counts), presets, shipped_db())
     assert recipe.fp8_env(g.plan)["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "true"
     assert "enable_fsdp_float8_all_gather: true" in recipe.accelerate_config(g.plan)
+    offloaded = {**gathered, "offloading": True}  # a shared file's claim the engine never runs: not followed
+    o = recipe.build(recipe.Choice(offloaded, None, choice.counts), presets, shipped_db())
+    assert recipe.fp8_env(o.plan)["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "false"
     zero = {**gathered, "sharding": "zero3"}  # DeepSpeed has no float8 gather: never claimed
     z = recipe.build(recipe.Choice(zero, None, choice.counts), presets, shipped_db())
     assert recipe.fp8_env(z.plan)["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "false"

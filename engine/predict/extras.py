@@ -96,7 +96,6 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
     days: dict[tuple, list[float]] = {}
     meta: dict[tuple, Methods] = {}
     newest: dict[tuple, str] = {}
-    gathers: dict[tuple, str] = {}
     for r in rows:
         if r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind") or not r.get("days"):
             continue
@@ -106,7 +105,11 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
                 continue  # the engine before its causal-mask fix: another, slower step
         except Exception:  # noqa: BLE001 - a row this version cannot read is no evidence
             continue
-        key = _cell(r, m)
+        gather = ""
+        if m.fp8 and m.fsdp:  # how its weights were gathered: rows of one cell gathered otherwise are another cell
+            fp8 = provenance_view(r.get("provenance")).get("fp8")
+            gather = "float8" if isinstance(fp8, dict) and fp8.get("all_gather") == "float8" else "16-bit"
+        key = _cell(r, m) + (gather,)
         when = str(r.get("created_at") or "")
         if key in newest and when < newest[key]:
             continue
@@ -115,20 +118,17 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
         newest[key] = when
         days[key].append(float(r["days"]))
         meta[key] = m
-        if m.fp8 and m.fsdp:
-            fp8 = provenance_view(r.get("provenance")).get("fp8")
-            gathers[key] = "float8" if isinstance(fp8, dict) and fp8.get("all_gather") == "float8" else "16-bit"
     out = []
     for key, values in days.items():
         m = meta[key]
         if not m.extras:
             continue
         base = replace(m, fused=False, fp8=False)
-        base_key = key[:-1] + (base.label,)
+        base_key = key[:-2] + (base.label, "")
         if base_key not in days:
             continue
         out.append(Pair(key[0], key[1], key[2], key[3], m, statistics.median(values), statistics.median(days[base_key]),
-                        gathers.get(key, "")))
+                        key[-1]))
     return sorted(out, key=lambda p: (p.extras, p.model, p.gpu, p.num_gpus, p.label))
 
 
@@ -138,8 +138,8 @@ def take(pairs: Sequence[Pair], methods: Methods, model_id: str, gpu_id: str = "
     run-to-run margin), else this model's pairs, else other models', of the same kind of setting (sharded or not,
     offloaded or not; a wider margin); None where nothing of that kind was measured (the assumption stands).
     fp8 under FSDP takes the pairs whose weights were gathered as the engine now gathers them (float8 on the GPU,
-    Methods.fp8_gathered_in_float8) where there are any: gathered in 16 bits, fp8 measured x1.08-1.10 the days of
-    16 bits on 4 x H100 where float8 gathers measured x0.82-0.94."""
+    Methods.fp8_gathered_in_float8) where there are any: on 4 x H100, gathered in 16 bits, fp8 measured x1.08-1.10
+    the days of 16 bits; gathered in float8, x0.82 (Pythia-6.9B) and x1.06 (Pythia-2.8B)."""
     kind = [p for p in pairs if p.extras == methods.extras and _kind(p.methods) == _kind(methods)]
     if methods.fp8 and methods.fsdp:
         want = "float8" if methods.fp8_gathered_in_float8 else "16-bit"

@@ -351,7 +351,7 @@ def fp8_env(plan: dict) -> dict[str, str]:
         return {}
     fp8 = (plan.get("provenance") or {}).get("fp8")
     float8_gather = isinstance(fp8, dict) and fp8.get("all_gather") == "float8" \
-        and str(plan.get("sharding") or "").startswith("fsdp")
+        and str(plan.get("sharding") or "").startswith("fsdp") and not plan.get("offloading")
     return {"ACCELERATE_MIXED_PRECISION": "fp8", "ACCELERATE_FP8_BACKEND": "AO", "ACCELERATE_FP8_PAD_INNER_DIM": "true",
             "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "true" if float8_gather else "false"}
 

@@ -283,9 +283,16 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
                        + (f"; not {', '.join(map(str, done['not_covered']))}" if done.get("not_covered") else "")))
     if row.get("fp8"):
         done = prov.get("fp8") if isinstance(prov.get("fp8"), dict) else {}
-        gather = ("" if not str(row.get("sharding") or "").startswith("fsdp") else
-                  "; FSDP gathers the weights in float8" if done.get("all_gather") == "float8" else
-                  "; FSDP gathers the weights in 16 bits (each rank casts every whole weight in every pass)")
+        gather = ""
+        if str(row.get("sharding") or "").startswith("fsdp"):
+            if row.get("source") == "measured" and isinstance(prov.get("fp8"), dict):  # what the trial recorded
+                float8 = done.get("all_gather") == "float8"
+            elif row.get("source") == "predicted":  # as the engine would run it (16 bits with offload)
+                float8 = not row.get("offloading")
+            else:
+                float8 = None  # nothing recorded: nothing said
+            gather = ("" if float8 is None else "; FSDP gathers the weights in float8" if float8 else
+                      "; FSDP gathers the weights in 16 bits (each rank casts every whole weight in every pass)")
         fields.append(("FP8", f"torchao float8, {done.get('recipe', 'tensorwise')} scaling"
                               + (f", {done['linears']} of {done['of']} linear layers" if done.get("linears") else "")
                               + gather + " (changes numerics)"))
