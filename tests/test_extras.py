@@ -509,11 +509,9 @@ def test_under_fsdp_fp8_weights_are_gathered_in_float8_with_their_scales_after_e
     the weights are float8-casting shards, it trains, and the row's record says so; with CPU offload it stays as
     it was (16-bit gather, nothing precomputed)."""
     pytest.importorskip("torchao")
-    from engine.bench import fast
-
-    assert fast.fp8_all_gather(Methods(sharding="fsdp2", fp8=True))
-    assert not fast.fp8_all_gather(Methods(sharding="zero3", fp8=True))
-    assert not fast.fp8_all_gather(Methods(sharding="fsdp3"))
+    assert Methods(sharding="fsdp2", fp8=True).fp8_gathered_in_float8
+    assert not Methods(sharding="zero3", fp8=True).fp8_gathered_in_float8
+    assert not Methods(sharding="fsdp3").fp8_gathered_in_float8
     out = subprocess.run([sys.executable, "-c", FSDP_FP8, str(TINY)], cwd=ROOT, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -311,7 +311,7 @@ def test_a_fused_fp8_row_exports_liger_and_accelerates_fp8_recipe(tmp_path, monk
     env = recipe.fp8_env(r.plan)
     assert env["ACCELERATE_MIXED_PRECISION"] == "fp8" and env["ACCELERATE_FP8_BACKEND"] == "AO"
     assert env["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "false"  # as the row measured it (no float8 gather)
-    # a row whose FSDP gathered its fp8 weights in float8 (fast.fp8_all_gather): the export does as it did
+    # a row whose FSDP gathered its fp8 weights in float8 (Methods.fp8_gathered_in_float8): the export does as it did
     gathered = {**row, "provenance": json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})}
     g = recipe.build(recipe.Choice(gathered, None, choice.counts), presets, shipped_db())
     assert recipe.fp8_env(g.plan)["ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"] == "true"

@@ -33,7 +33,7 @@ from types import MethodType
 from typing import Any
 
 from engine.data.presets import FP8_MIN_CAPABILITY, capability
-from engine.data.space import Methods
+from engine.data.space import FLOAT8_GATHER, Methods
 
 # torchao's float8 recipe the trials use (torchao.float8.Float8LinearRecipeName): dynamic per-tensor scales.
 FP8_RECIPE = "tensorwise"
@@ -67,13 +67,8 @@ def apply(net: Any, methods: Methods, objective: str, emulate_fp8: bool = False,
     if methods.fused:
         done["fused"] = apply_fused(net, objective, compiled=compiled)
     if methods.fp8:
-        done["fp8"] = apply_fp8(net, emulate=emulate_fp8, fsdp_float8_all_gather=fp8_all_gather(methods))
+        done["fp8"] = apply_fp8(net, emulate=emulate_fp8, fsdp_float8_all_gather=methods.fp8_gathered_in_float8)
     return done
-
-
-def fp8_all_gather(methods: Methods) -> bool:
-    """Whether a point's FSDP gathers its fp8 weights in float8 (Methods.fp8_gathered_in_float8)."""
-    return methods.fp8_gathered_in_float8
 
 
 def precompute_fp8_scales(net: Any) -> None:
@@ -237,7 +232,7 @@ def _fused_head_loss(self: Any, hidden: Any, labels: Any) -> Any:
 def apply_fp8(net: Any, emulate: bool = False, fsdp_float8_all_gather: bool = False) -> dict[str, Any]:
     """Swap `net`'s linear layers for torchao's Float8Linear (before sharding and compiling). emulate: torchao's
     emulation (CPU tests; as slow as it is exact about what the recipe does). fsdp_float8_all_gather: fully_shard
-    will shard the model and is to gather its weights in float8 (fp8_all_gather). Returns the recipe and counts,
+    will shard the model and is to gather its weights in float8 (Methods.fp8_gathered_in_float8). Returns the recipe and counts,
     and 'all_gather': 'float8' where FSDP gathers them so."""
     import torch
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -274,5 +269,5 @@ def apply_fp8(net: Any, emulate: bool = False, fsdp_float8_all_gather: bool = Fa
         raise RuntimeError(f"fp8: none of {type(net).__name__}'s {before} linear layers could take float8 "
                            f"({'; '.join(kept[:3])})")
     return {"recipe": FP8_RECIPE + ", inner dims padded to 16" + (" (emulated)" if emulate else ""),
-            **({"all_gather": "float8"} if fsdp_float8_all_gather else {}),
+            **({"all_gather": FLOAT8_GATHER} if fsdp_float8_all_gather else {}),
             "linears": converted, "of": before, "kept_16bit": kept[:8] + ([f"... {len(kept) - 8} more"] if len(kept) > 8 else [])}

@@ -240,9 +240,7 @@ class FsdpStepper:
         self.opt = make_optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
                               fused=methods.free_lunch)
         self.keep_grads = False  # as PlainStepper's
-        from engine.bench.fast import fp8_all_gather
-
-        self.fp8_scales = fp8_all_gather(methods)  # weights gathered in float8: their scales after each step
+        self.fp8_scales = methods.fp8_gathered_in_float8  # weights gathered in float8: their scales after each step
 
     def no_sync(self) -> Any:
         return contextlib.nullcontext()

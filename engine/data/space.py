@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp2", "fsdp3")
 METHOD_SETS = ("naive", "free-lunch", "all")
@@ -148,6 +149,15 @@ def by_label(label: str) -> Methods | None:
     of .label."""
     # 2+ GPUs: every point
     return next((m for m in [NAIVE] + combinations(2, EXTRAS) if m.label == label), None)
+
+
+FLOAT8_GATHER = "float8"  # an fp8 record's all_gather when FSDP gathered its weights in float8 (engine/bench/fast.py)
+
+
+def gathered_in_float8(fp8_record: Any) -> bool:
+    """Whether a row's fp8 record (its provenance's 'fp8'; a shared file may hold anything there) says FSDP gathered
+    the weights in float8."""
+    return isinstance(fp8_record, dict) and fp8_record.get("all_gather") == FLOAT8_GATHER
 
 
 def search_space(method_set: str, num_gpus: int, extras: tuple[str, ...] | list[str] = ()) -> list[Methods]:

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.data.space import Methods
+from engine.data.space import Methods, gathered_in_float8
 from engine.data.store import provenance_view
 from engine.predict.memory import methods_of
 
@@ -107,8 +107,7 @@ def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
             continue
         gather = ""
         if m.fp8 and m.fsdp:  # how its weights were gathered: rows of one cell gathered otherwise are another cell
-            fp8 = provenance_view(r.get("provenance")).get("fp8")
-            gather = "float8" if isinstance(fp8, dict) and fp8.get("all_gather") == "float8" else "16-bit"
+            gather = "float8" if gathered_in_float8(provenance_view(r.get("provenance")).get("fp8")) else "16-bit"
         key = _cell(r, m) + (gather,)
         when = str(r.get("created_at") or "")
         if key in newest and when < newest[key]:

@@ -349,8 +349,7 @@ def fp8_env(plan: dict) -> dict[str, str]:
     2026-11-28 did. Empty for a plan without fp8."""
     if not plan.get("fp8"):
         return {}
-    fp8 = (plan.get("provenance") or {}).get("fp8")
-    float8_gather = isinstance(fp8, dict) and fp8.get("all_gather") == "float8" \
+    float8_gather = space.gathered_in_float8((plan.get("provenance") or {}).get("fp8")) \
         and str(plan.get("sharding") or "").startswith("fsdp") and not plan.get("offloading")
     return {"ACCELERATE_MIXED_PRECISION": "fp8", "ACCELERATE_FP8_BACKEND": "AO", "ACCELERATE_FP8_PAD_INNER_DIM": "true",
             "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "true" if float8_gather else "false"}

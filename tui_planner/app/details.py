@@ -13,6 +13,7 @@ import shlex
 import statistics
 from typing import Any
 
+from engine.data.space import gathered_in_float8
 from tui_planner import format as fmt
 from tui_planner import glossary
 
@@ -282,11 +283,12 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
                                                           if done.get("covers") else "")
                        + (f"; not {', '.join(map(str, done['not_covered']))}" if done.get("not_covered") else "")))
     if row.get("fp8"):
-        done = prov.get("fp8") if isinstance(prov.get("fp8"), dict) else {}
+        recorded = isinstance(prov.get("fp8"), dict)
+        done = prov["fp8"] if recorded else {}
         gather = ""
         if str(row.get("sharding") or "").startswith("fsdp"):
-            if row.get("source") == "measured" and isinstance(prov.get("fp8"), dict):  # what the trial recorded
-                float8 = done.get("all_gather") == "float8"
+            if row.get("source") == "measured" and recorded:  # what the trial recorded
+                float8 = gathered_in_float8(done)
             elif row.get("source") == "predicted":  # as the engine would run it (16 bits with offload)
                 float8 = not row.get("offloading")
             else:
