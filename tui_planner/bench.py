@@ -89,6 +89,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-mode", choices=COMPILE_MODES,
                    help="torch.compile's mode for the compiled combinations (default: torch's default); "
                         "stored as separate trials and exported as torch_compile_mode"),
+    p.add_argument("--max-micro-batch", type=arg.whole(1, 1 << 20), default=None, metavar="N",
+                   help="time each combination at the largest micro-batch that fits, but at most N (the same "
+                        "setting at a smaller micro-batch: what a pass costs beside its work); stored as "
+                        "separate trials (their key ends in |max-mb-N), left out of the predictor's fits")
     p.add_argument("--no-memory-skip", action="store_true",
                    help="run combinations the memory model says cannot fit or win (skipped by default)")
     p.add_argument("--retry-failed", action="store_true",
@@ -119,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only), extras=tuple(args.extras),
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed, no_p2p=args.no_p2p,
-        network=args.network,
+        network=args.network, max_micro_batch=args.max_micro_batch,
         run={k: v for k, v in vars(arg.run_flags(args)).items() if v is not None},
     ) for n in args.gpus]
     from engine.bench.sweep import check_database, check_launcher

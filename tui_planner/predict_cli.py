@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="methods beyond the paper's, opt-in: fused (liger-kernel's fused kernels, same maths) and/or "
                         "fp8 (torchao float8 matmuls: changes numerics); each free-lunch setting is predicted with "
                         "them too (their effect on time is an assumption until measured: wider bands)")
+    p.add_argument("--max-micro-batch", type=arg.whole(1, 1 << 20), default=None, metavar="N",
+                   help="at the largest micro-batch that fits, but at most N (as `bench --max-micro-batch N` "
+                        "measures it)")
     p.add_argument("--all", action="store_true", help="every GPU preset x 1, 2, 4, 8 GPUs for --model")
     p.add_argument("--validate", action="store_true",
                    help="leave-one-out over the measured cells: median and worst error")
@@ -137,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
             raise PlannerError(f"{n} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
         if args.all and (model.id, gpu, n) in measured:
             continue  # measured: nothing to predict
-        preds = predictor.predict_cell(model.id, gpu, n, method_set, nodes=nodes, network=network, extras=extras)
+        preds = predictor.predict_cell(model.id, gpu, n, method_set, nodes=nodes, network=network, extras=extras,
+                                       max_micro_batch=args.max_micro_batch)
         if only:
             preds = [p for p in preds if p.label == only]
             if not preds:
@@ -492,4 +496,6 @@ def _argv(args: argparse.Namespace) -> list[str]:
         out += ["--methods", args.methods]
     if args.extras:
         out += ["--extras", *args.extras]
+    if args.max_micro_batch:
+        out += ["--max-micro-batch", str(args.max_micro_batch)]
     return out

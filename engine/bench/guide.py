@@ -86,12 +86,14 @@ MEASURED_SPREAD = 0.03
 
 def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str, gpu: str, num_gpus: int,
               method_set: str = "all", num_nodes: int = 1, network=None, use_measured: bool = False,
-              extras: Sequence[str] = ()) -> Guide | None:
+              extras: Sequence[str] = (), max_micro_batch: int | None = None) -> Guide | None:
     """The guide for one cell, predicted from `rows` (measured and paper rows) without the cell's own
     measured rows. None when the predictor has no basis for the model (nothing feasible or infeasible
     could be said): the sweep then runs in the search space's order.
 
     extras: the methods beyond the paper's the sweep searches too (fused, fp8), predicted with the rest.
+    max_micro_batch: the sweep's cap on the micro-batch (`bench --max-micro-batch`), predicted at it; the cell's
+    measurements at their own micro-batches do not guide it.
 
     use_measured (a new search, issue 39): what `rows` already measured of the cell guides it. The cell's rows
     stay in the predictor (its residual comes from them), and a setting measured there is guessed at its
@@ -109,7 +111,7 @@ def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str
         predictor = build_predictor(rows_on_run(others, model), presets, for_model=model_id)
         # nodes joined by a network preset: predicted across it (the sweep gives none a guide without one)
         preds = predictor.predict_cell(model_id, gpu, n, method_set, nodes=num_nodes if network else 1,
-                                       network=network, extras=extras)
+                                       network=network, extras=extras, max_micro_batch=max_micro_batch)
     except (PredictError, PlannerError):
         return None
     if all(not p.feasible and p.reason.startswith("no basis") for p in preds):
@@ -117,7 +119,7 @@ def guide_for(rows: Sequence[Mapping[str, Any]], presets: Presets, model_id: str
     guesses = {p.label: Guess(p.label, bool(p.feasible and p.days is not None), p.days, p.days_low, p.days_high,
                               p.micro_batch, "" if p.feasible else p.reason) for p in preds}
     basis = next((p.basis for p in preds if p.basis), "")
-    if use_measured and not (num_nodes > 1 and network):
+    if use_measured and not (num_nodes > 1 and network) and not max_micro_batch:
         import statistics
 
         own: dict[str, list] = {}

@@ -627,7 +627,7 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
     # measurements the predictor holds are over the machine's own links, so a host-staged search is predicted.
     extras = tuple(e for e in space.EXTRAS if any(e in s.methods.extras for s in specs))
     guide = guide_for(_evidence_rows(store), presets, req.model, gpu, req.num_gpus, req.methods, req.num_nodes,
-                      network, use_measured=not staged, extras=extras)
+                      network, use_measured=not staged, extras=extras, max_micro_batch=req.max_micro_batch)
     if guide is None:
         on_event(Log("", "guided search: nothing to predict this model from; measuring every combination"))
         return None
@@ -636,7 +636,7 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
         # Stored once, before the first measurement: a resumed sweep keeps the prediction it started from.
         link = HOST_STAGED if staged else network.id if network else None
         keys = {s.methods.label: predicted_key(req.model, gpu, req.num_gpus * req.num_nodes, s.methods.label, link,
-                                               req.num_nodes)
+                                               req.num_nodes, req.max_micro_batch)
                 for s in specs}
         have = {r["key"] for r in store.query("SELECT key FROM trials WHERE source = 'predicted' AND key IN "
                                               "(SELECT unnest(?))", [list(keys.values())])}
@@ -645,7 +645,9 @@ def _guide_for(req: SweepRequest, presets: Presets, gpu: str, store: Store, spec
                           command=f"predicted before measuring (guided search of bench --model "
                                   f"{shlex.quote(req.model_source or req.model)} --gpus {req.num_gpus}"
                                   f"{f' --nodes {req.num_nodes}' if req.num_nodes > 1 else ''}"
-                                  f"{' --no-p2p' if staged else ''})", interconnect=link)
+                                  f"{' --no-p2p' if staged else ''}"
+                                  f"{f' --max-micro-batch {req.max_micro_batch}' if req.max_micro_batch else ''})",
+                          interconnect=link)
     return guide
 
 

@@ -58,6 +58,8 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
     unless b was the largest candidate, 2b did not (kappa > lo). None when the row says nothing."""
     if row.get("source") != "measured" or row.get("gpu") not in presets.gpus or beyond_the_paper(row):
         return None  # (fused kernels or FP8: another memory than the one kappa is calibrated for)
+    if "|max-mb-" in str(row.get("key") or ""):
+        return None  # its search stopped at the cap asked for (`bench --max-micro-batch`), not where memory ran out
     try:
         model = presets.model(row["model"])
         s = shape(model)

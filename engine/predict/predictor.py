@@ -12,7 +12,7 @@ from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
 from engine.data.runs import run_key
-from engine.predict import calibration, extras, memory
+from engine.predict import calibration, extras, floors as pass_floors, memory
 from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
@@ -58,6 +58,7 @@ class Prediction:
     lines: list[str] = field(default_factory=list)  # the explanation, one term per line
     nodes: int = 1  # machines the num_gpus are split over (num_gpus // nodes each)
     network: str | None = None  # the network preset between them (nodes > 1)
+    max_micro_batch: int | None = None  # a cap asked for (`--max-micro-batch`): the largest that fits, at most this
 
     @property
     def label(self) -> str:
@@ -147,6 +148,7 @@ class Predictor:
                           for k, v in rates.items()}
         # How much of the GPU-to-GPU traffic hides behind the GPU's work, per kind (engine/predict/comm.py).
         self.comm_hidden, self.comm_note = comm_overlap(rows, presets)
+        self._floors: pass_floors.Floors | None = None  # fitted on first use (floors below)
         self.host_latency_s: dict[str, float] = {}
         for k, v in lat.items():
             pool = v or [x for vv in lat.values() for x in vv]
@@ -155,6 +157,45 @@ class Predictor:
             self.host_note[k] = (f"copies in full + {self.host_latency_s[k] * 1e3:.1f} ms per layer transfer, median "
                                  f"of {len(pool)} measured {k if v else 'ZeRO'} offload passes" if pool else
                                  "copies in full, no latency (no measured ZeRO offload pass)")
+
+    @property
+    def floors(self) -> pass_floors.Floors:
+        """What a pass takes at least (engine/predict/floors.py), fitted on first use to the measured passes
+        over the machine's own links against this predictor's own figure for each, without a floor."""
+        if self._floors is None:
+            self._floors = pass_floors.calibrate(self._floor_samples())
+        return self._floors
+
+    def _floor_samples(self) -> list[pass_floors.Sample]:
+        from engine.data.errors import PlannerError
+        from engine.predict.terms import dense_causal_mask_of
+
+        out = []
+        for r in self.stored:
+            if (r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind")
+                    or not r.get("pass_s") or not r.get("micro_batch") or r.get("gpu") == "cpu"
+                    or int(r.get("num_nodes") or 1) != 1 or r.get("interconnect") not in (None, "nvlink", "pcie")
+                    or memory.beyond_the_paper(r) or r.get("offloading")):
+                continue
+            try:
+                model, gpu, methods = self.presets.model(r["model"]), self.presets.gpu(r["gpu"]), memory.methods_of(r)
+                if not gpu.p2p and int(r["num_gpus"]) > 1:
+                    continue
+                mb, n = int(r["micro_batch"]), int(r["num_gpus"])
+                if run_key(model) != r.get("training_run") and r.get("training_run") is not None:
+                    continue  # the model's row on another run of it: not this preset's step
+                p = self.predict(model.id, gpu.id, n, methods, max_micro_batch=mb, floor=False,
+                                 dense_causal_mask=dense_causal_mask_of(r, model, methods))
+            except (PlannerError, KeyError, TypeError, ValueError):
+                continue
+            if not p.feasible or p.micro_batch != mb or not p.pass_s:
+                continue
+            t = p.terms
+            comm = t["comm_pass_bytes"] / t["own_link_bytes_s"] if t["comm_pass_bytes"] else 0.0
+            out.append(pass_floors.Sample(comm_kind(methods) if n > 1 else "one", comm, shape(model).layers,
+                                          space.uses_compile(methods, model.compile), p.pass_s, float(r["pass_s"]),
+                                          f"{model.id} {methods.label} {n}x{gpu.id} mb {mb}"))
+        return out
 
     @staticmethod
     def _own_rows(f: "Fit", model_ids: "set[str]", group: str) -> list[BasisRow]:
@@ -239,15 +280,18 @@ class Predictor:
     # -- one prediction --
 
     def predict(self, model_id: str, gpu_id: str, num_gpus: int, methods: Methods,
-                dense_causal_mask: bool = False, nodes: int = 1, network: Network | None = None) -> Prediction:
+                dense_causal_mask: bool = False, nodes: int = 1, network: Network | None = None,
+                max_micro_batch: int | None = None, floor: bool = True) -> Prediction:
         """num_gpus in all, over `nodes` machines of num_gpus // nodes each, joined by `network` (needed when
         nodes > 1: a collective across machines goes at the slower of the GPUs' own links and what a node's
         network ports carry). dense_causal_mask: predict the engine before its causal-attention fix
-        (validation of rows it measured); predictions otherwise are for today's engine."""
+        (validation of rows it measured); predictions otherwise are for today's engine. max_micro_batch: the
+        largest micro-batch that fits, but at most this (as `bench --max-micro-batch` measures it). floor: False
+        leaves out what a pass takes at least (engine/predict/floors.py; how its fit sees each measured pass)."""
         presets = self.presets
         model, gpu = presets.model(model_id), presets.gpu(gpu_id)
         p = Prediction(model.id, gpu.id, num_gpus, methods, feasible=False, nodes=nodes,
-                       network=network.id if network else None)
+                       network=network.id if network else None, max_micro_batch=max_micro_batch or None)
         if num_gpus < 1 or model.training.batch_size % num_gpus:
             raise PredictError(f"{num_gpus} GPUs do not divide {model.id}'s batch of {model.training.batch_size}")
         if nodes < 1 or num_gpus % nodes:
@@ -258,6 +302,8 @@ class Predictor:
         if nodes == 1 and network is not None:
             raise PredictError(f"a network ({network.id}) joins several machines: give the number of machines "
                                "(--nodes N), or leave the network out for one machine")
+        if max_micro_batch is not None and max_micro_batch < 1:
+            raise PredictError(f"a micro-batch cap is at least 1, not {max_micro_batch}")
         if not space.is_valid(methods, num_gpus):
             raise PredictError(f"{methods.label} is not in the search space on {num_gpus} GPU(s)")
         if methods.fp8 and not gpu.fp8:
@@ -303,6 +349,9 @@ class Predictor:
             oom_words = f"{oom.text}, which has no less memory than this GPU"
         else:
             oom = None
+        fitted = mb
+        if max_micro_batch and mb > max_micro_batch:
+            mb = max(b for b in memory.micro_batches(model, num_gpus) if b <= max_micro_batch)
         first = memory.need(model, methods, num_gpus, max(mb, 1), cal.kappa)
         p.memory_need_gb = first.total_bytes / 1e9
         p.terms["memory"] = {"static": dict(first.static), "activations_per_sample": dict(first.activations_per_sample),
@@ -359,6 +408,15 @@ class Predictor:
         comm_pass, comm_step = waits(cb_pass, cb_update, link, hidden, ck, gpu_pass)  # what pass and step wait for
         host_pass = exposed * hb_pass / host + latency
         pass_s = compute_part + memory_part + comm_pass + host_pass
+        # What a pass takes at least (engine/predict/floors.py): its collectives at the GPUs' own peer links
+        # (fitted there; over host memory or a network the overlap above holds alone) and a compiled pass's issue
+        compiled = space.uses_compile(methods, model.compile)
+        comm_own = cb_pass / own_link if cb_pass and gpu.p2p and nodes == 1 else 0.0
+        fl = self.floors if floor else None
+        floor_kind = ck if num_gpus > 1 else "one"
+        floor_s = fl.floor_s(floor_kind, comm_own, s.layers, compiled) if fl is not None else 0.0
+        work_s = pass_s
+        pass_s = pass_floors.floored(work_s, floor_s)
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
         gpu_update = self.x_u * opt_bytes / bw
         cpu_update = self.offload_update_s[kind] * s.params / num_gpus if methods.offloading else 0.0
@@ -377,7 +435,8 @@ class Predictor:
             c0 = residual * mb * f.x_c * compute_s * (kc * (1 - phi) + ka * phi)
             g0 = c0 + residual * mb * f.x_m * km * (memory_s - fp8_cast_bytes(model, tm)[0] / bw)
             w0_pass, w0_step = waits(cb_pass, cb_update, link, hidden, ck, g0)
-            step0 = formulas.step_time_s(g0 + w0_pass + host_pass, accum, gpu_update + cpu_update + w0_step)
+            step0 = formulas.step_time_s(pass_floors.floored(g0 + w0_pass + host_pass, floor_s), accum,
+                                         gpu_update + cpu_update + w0_step)
             fp8_gain = step0 / step_s
             line *= fp8_gain
         capped_step = flops_step / (num_gpus * gpu.peak_16bit_flops * line)  # the fastest the line allows
@@ -468,12 +527,16 @@ class Predictor:
             "extras": list(methods.extras), "changes_numerics": methods.changes_numerics,
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
+            "pass_work_s": work_s, "pass_floor_s": floor_s,
+            "pass_floor_words": fl.words(floor_kind, comm_own, s.layers, compiled) if fl is not None else "",
         })
         ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
         p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
-        if oom is not None:
+        if oom is not None and mb == fitted:
             p.lines.append(f"micro-batch {mb}, not more: {oom_words}")
+        if mb < fitted:
+            p.lines.append(f"micro-batch {mb}: at most {max_micro_batch} as asked ({fitted} would fit)")
         p.lines += [ratio_words] if ratio_words else _extra_basis(model, gpu, tm, mb, q, speedup)
         return p
 
@@ -573,6 +636,9 @@ class Predictor:
                          f"{t['host_bytes_s'] / 1e9:.1f} GB/s{per_transfer} = "
                          f"{t['host_exposed'] * t['host_pass_bytes'] / t['host_bytes_s'] + t['host_latency_s']:.3f} "
                          f"s per pass ({self.host_note.get(host_kind(p.methods), '')})")
+        if t.get("pass_floor_s") and p.pass_s > 1.005 * t["pass_work_s"]:
+            lines.append(f"floor: a pass takes at least {t['pass_floor_words']}; (work {t['pass_work_s']:.3f}^3 + "
+                         f"floor {t['pass_floor_s']:.3f}^3)^(1/3) = {p.pass_s:.3f} s ({self.floors.note})")
         lines.append(f"pass {p.pass_s:.3f} s; update {p.update_s:.3f} s ("
                      + (self.cpu_note[offload_kind(p.methods)] if p.methods.offloading else self.x_u_note) + ")")
         lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
@@ -596,10 +662,12 @@ class Predictor:
     # -- a whole cell --
 
     def predict_cell(self, model_id: str, gpu_id: str, num_gpus: int, method_set: str = "all", nodes: int = 1,
-                     network: Network | None = None, extras: Sequence[str] = ()) -> list[Prediction]:
+                     network: Network | None = None, extras: Sequence[str] = (),
+                     max_micro_batch: int | None = None) -> list[Prediction]:
         """Every combination of the search space on this cell (num_gpus in all, over `nodes` machines joined by
         `network`; with `extras`, the methods beyond the paper's: 'fused', 'fp8'), fastest feasible first."""
-        out = [self.predict(model_id, gpu_id, num_gpus, m, nodes=nodes, network=network)
+        out = [self.predict(model_id, gpu_id, num_gpus, m, nodes=nodes, network=network,
+                            max_micro_batch=max_micro_batch)
                for m in space.search_space(method_set, num_gpus, extras)]
         return sorted(out, key=lambda p: (not p.feasible, p.days if p.days is not None else math.inf))
 

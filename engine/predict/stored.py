@@ -24,12 +24,14 @@ PREDICTED_NS = uuid.UUID("2b7c0d4e-8a51-4f6e-b1f3-5d0c9e7a3c11")
 
 
 def predicted_key(model: str, gpu: str, num_gpus: int, label: str, interconnect: str | None = None,
-                  nodes: int = 1) -> str:
+                  nodes: int = 1, max_micro_batch: int | None = None) -> str:
     """The key of a stored prediction (never a measured trial's: those end in their device): num_gpus in all,
     keyed as a trial is, GPUs a node then nodes. One for GPUs without peer access on a machine that has it
-    (`host-staged`), or for nodes joined by a network, ends in that."""
+    (`host-staged`), or for nodes joined by a network, ends in that; one at a micro-batch capped as asked ends
+    in `|max-mb-N`, as the trial measured so is keyed."""
     return (f"{model}|{gpu}|{num_gpus // nodes}|{nodes}|{label}|predicted"
-            + (f"|{interconnect}" if interconnect else ""))
+            + (f"|{interconnect}" if interconnect else "")
+            + (f"|max-mb-{max_micro_batch}" if max_micro_batch else ""))
 
 
 def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None,
@@ -38,7 +40,7 @@ def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.
     from engine.data.store import Trial
 
     interconnect = interconnect or p.network
-    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label, interconnect, p.nodes)
+    key = predicted_key(p.model, p.gpu, p.num_gpus, p.methods.label, interconnect, p.nodes, p.max_micro_batch)
     t = Trial(
         model=p.model, gpu=p.gpu, num_gpus=p.num_gpus // p.nodes, num_nodes=p.nodes, interconnect=interconnect,
         feasible=p.feasible, source="predicted", run_id=run_id,

@@ -1,0 +1,104 @@
+"""What a pass takes at least, however little GPU work it holds: the floor under small micro-batches.
+
+The roofline (engine/predict/predictor.py) makes a pass's time proportional to its micro-batch, plus the
+communication it does not hide (engine/predict/comm.py). Measured at small micro-batches it is not: on 4 x H200,
+Pythia-6.9B under FSDP-2 takes 0.315 s a pass at micro-batch 1 and 0.362 s at 2, where its GPU work is 0.15 and
+0.29 s, and Pythia-1B under DDP 0.069 s at micro-batch 1 against 0.023 s of GPU work (2026-11-28,
+docs/measurements.md). Two things a pass cannot go below, whatever its micro-batch:
+- its collectives (FSDP's and ZeRO's gathers and reduce-scatters): each layer's must finish before that layer
+  runs, and the copies and casts FSDP does around them run on the compute stream (pytorch/pytorch
+  _fsdp_collectives.py); k x T, T their time at the link's rate, k per kind, fitted;
+- the host issuing a compiled pass's kernels (launches, per-module hooks): c x layers, fitted on rows with no
+  collective in the pass (one GPU, DDP). Uncompiled rows set none: the eager rows at small micro-batches are
+  their own fits' basis and say nothing apart from it.
+The two add: the host issues FSDP's gathers between the layers' kernels, and waits on them. (Their larger alone
+was the first form tried: predicted before measuring, it was 36% and 42% too fast on Pythia-2.8B FSDP-2 at
+micro-batch 1 and Llama-3.2-1B FSDP-3 at 2 on 2 x H200; the sum, fitted on the same rows, 16% and 26%.)
+
+The pass is the larger of its work W and its floor F, with a soft corner where they meet (two streams of work
+that overlap, the step waiting for the longer, and less than perfectly where they are close):
+
+    pass = (W^3 + F^3)^(1/3),   F = c x layers (compiled) + k_kind x T
+
+At W = 4F the pass is 1.6% above W; at W = F, 26%. c and each k are fitted by least squares on the logarithm of
+the measured passes over the predictor's W for the same rows (the machine's own links, no offloading, no
+methods beyond the paper's), on a grid; a value no row asks for is 0 and changes nothing. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+P = 3  # the soft corner's norm
+PER_LAYER_GRID = tuple(i * 1e-4 for i in range(0, 101))  # c: 0 to 10 ms a layer, by 0.1 ms
+PER_COMM_GRID = tuple(i * 0.05 for i in range(0, 401))  # k: 0 to 20 x the collectives' time, by 0.05
+
+
+def floored(work_s: float, floor_s: float) -> float:
+    """The pass: its work and its floor, the larger with a soft corner ((W^3 + F^3)^(1/3))."""
+    if floor_s <= 0:
+        return work_s
+    return (work_s ** P + floor_s ** P) ** (1 / P)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured pass: what the predictor says it takes (work_s, without a floor) and what it took."""
+
+    kind: str  # "ddp", "fsdp", "zero" or "one" (a single GPU)
+    comm_s: float  # the pass's collectives at the link's rate (T); 0 without any
+    layers: int
+    compiled: bool
+    work_s: float
+    measured_s: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Floors:
+    per_layer_s: float = 0.0  # c: a compiled pass's host time per layer
+    per_comm: Mapping[str, float] = field(default_factory=dict)  # k per kind
+    note: str = "no floor (nothing measured at a micro-batch small enough to show one)"
+    samples: int = 0
+
+    def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool) -> float:
+        return self.per_comm.get(kind, 0.0) * comm_s + (self.per_layer_s * layers if compiled else 0.0)
+
+    def words(self, kind: str, comm_s: float, layers: int, compiled: bool) -> str:
+        k, c = self.per_comm.get(kind, 0.0), self.per_layer_s
+        parts = []
+        if k and comm_s:
+            parts.append(f"{k:.2f} x the collectives' {comm_s:.3f} s = {k * comm_s:.3f} s")
+        if c and compiled:
+            parts.append(f"{c * 1e3:.1f} ms x {layers} layers (issuing a compiled pass) = {c * layers:.3f} s")
+        return " + ".join(parts)
+
+
+def _error(samples: Sequence[Sample], c: float, per_comm: Mapping[str, float]) -> float:
+    total = 0.0
+    for s in samples:
+        f = per_comm.get(s.kind, 0.0) * s.comm_s + (c * s.layers if s.compiled else 0.0)
+        total += math.log(floored(s.work_s, f) / s.measured_s) ** 2
+    return total
+
+
+def calibrate(samples: Sequence[Sample]) -> Floors:
+    """c on the rows with no collective in the pass (compiled), then k per kind on that kind's rows, c held."""
+    samples = [s for s in samples if s.work_s > 0 and s.measured_s > 0]
+    if not samples:
+        return Floors()
+    plain = [s for s in samples if s.compiled and not s.comm_s]
+    c = min(PER_LAYER_GRID, key=lambda v: (_error(plain, v, {}), v)) if plain else 0.0
+    per_comm: dict[str, float] = {}
+    for kind in sorted({s.kind for s in samples if s.comm_s}):
+        mine = [s for s in samples if s.kind == kind]
+        per_comm[kind] = min(PER_COMM_GRID, key=lambda v: (_error(mine, c, {kind: v}), v))
+    shown = [s for s in samples if floored(s.work_s, per_comm.get(s.kind, 0.0) * s.comm_s
+                                           + (c * s.layers if s.compiled else 0.0)) > 1.05 * s.work_s]
+    note = (f"fitted on {len(samples)} measured passes ({len(plain)} without collectives): a compiled pass's host "
+            f"time {c * 1e3:.1f} ms a layer; collectives x " + ", ".join(f"{k} {v:.2f}" for k, v in per_comm.items())
+            + (f"; it raises {len(shown)} of them by more than 5%: " + ", ".join(s.label for s in shown[:6])
+               + (", ..." if len(shown) > 6 else "") if shown else ""))
+    return Floors(c, per_comm, note, len(samples))

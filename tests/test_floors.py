@@ -1,0 +1,77 @@
+"""What a pass takes at least (engine/predict/floors.py): the floor's maths, its calibration on measured passes,
+and the predictor using it where the micro-batch is small and not where it is large. No GPU."""
+
+import math
+
+import pytest
+
+from engine import predict
+from engine.data import space
+from engine.data.paths import shipped_db
+from engine.data.presets import load_presets
+from engine.data.store import Store, evidence_rows
+from engine.predict import floors
+
+
+def test_the_soft_corner():
+    assert floors.floored(0.5, 0.0) == 0.5  # no floor: the work alone
+    assert floors.floored(1.0, 1.0) == pytest.approx(2 ** (1 / 3))  # work = floor: 26% above either
+    assert floors.floored(4.0, 1.0) == pytest.approx(4.0 * (1 + 1 / 64) ** (1 / 3))  # well above: +0.5%
+    assert floors.floored(0.01, 1.0) == pytest.approx(1.0, rel=1e-5)  # far below: the floor
+
+
+def _sample(kind, comm, layers, work, measured, compiled=True):
+    return floors.Sample(kind, comm, layers, compiled, work, measured, f"{kind} {work}")
+
+
+def test_passes_as_fast_as_their_work_ask_for_no_floor():
+    cal = floors.calibrate([_sample("one", 0.0, 16, w, w) for w in (0.1, 0.3, 0.5)]
+                           + [_sample("fsdp", 0.05, 32, w, w) for w in (0.4, 0.8)])
+    assert cal.per_layer_s == 0.0 and cal.per_comm == {"fsdp": 0.0}
+    assert cal.floor_s("fsdp", 0.05, 32, True) == 0.0
+
+
+def test_slow_small_passes_set_the_floor_they_show():
+    # passes made with c = 3 ms a layer and k = 2 (FSDP): the calibration finds them again
+    c, k = 0.003, 2.0
+    plain = [_sample("one", 0.0, L, w, floors.floored(w, c * L)) for L, w in ((16, 0.02), (32, 0.05), (16, 0.4))]
+    fsdp = [_sample("fsdp", T, 32, w, floors.floored(w, c * 32 + k * T)) for T, w in ((0.05, 0.1), (0.1, 0.15),
+                                                                                         (0.03, 1.0))]
+    eager = [_sample("one", 0.0, 16, 0.02, 0.02, compiled=False)]  # an uncompiled pass: no host floor asked of it
+    cal = floors.calibrate(plain + fsdp + eager)
+    assert cal.per_layer_s == pytest.approx(c, abs=1e-4)
+    assert cal.per_comm["fsdp"] == pytest.approx(k, abs=0.05)
+    assert cal.floor_s("fsdp", 0.1, 32, True) == pytest.approx(c * 32 + k * 0.1, rel=0.05)
+    assert cal.floor_s("one", 0.0, 16, False) == 0.0  # uncompiled: none
+    assert "raises" in cal.note and "fsdp" in cal.note
+
+
+@pytest.fixture(scope="module")
+def predictor():
+    presets = load_presets(include_user=False)
+    with Store.open(shipped_db(), read_only=True, create=False, presets=presets) as s:
+        rows = evidence_rows([s])
+    return predict.build_predictor(rows, presets, for_model="pythia-6.9b")
+
+
+def test_the_shipped_rows_set_a_floor(predictor):
+    f = predictor.floors
+    assert f.per_layer_s > 0 and f.per_comm.get("fsdp", 0) > 0  # measured at micro-batches 1-4 (2026-11-28)
+    assert f.samples > 20
+
+
+def test_small_micro_batches_meet_the_floor_and_large_ones_do_not(predictor):
+    fsdp2 = next(m for m in space.search_space("all", 4) if m.label == "fsdp2")
+    small = predictor.predict("pythia-6.9b", "h200", 4, fsdp2, max_micro_batch=1)
+    t = small.terms
+    assert small.micro_batch == 1 and t["pass_floor_s"] > t["pass_work_s"]
+    assert small.pass_s == pytest.approx(floors.floored(t["pass_work_s"], t["pass_floor_s"]))
+    assert small.pass_s > 1.5 * t["pass_work_s"]
+    assert any(line.startswith("floor: a pass takes at least") for line in small.lines)
+    large = predictor.predict("pythia-6.9b", "h200", 4, fsdp2)
+    assert large.micro_batch >= 4
+    assert large.pass_s < 1.05 * large.terms["pass_work_s"]
+    # without the floor, a pass is its work: what the calibration compares each measured pass with
+    bare = predictor.predict("pythia-6.9b", "h200", 4, fsdp2, max_micro_batch=1, floor=False)
+    assert bare.pass_s == pytest.approx(t["pass_work_s"]) and bare.terms["pass_floor_s"] == 0.0
+    assert math.isclose(bare.micro_batch, 1)
