@@ -128,7 +128,7 @@ def trial_key(req: SweepRequest, gpu: str, m: space.Methods) -> str:
     elif req.compile_mode:
         key += f"|compile-{req.compile_mode}"
     if req.max_micro_batch:
-        key += f"|max-mb-{req.max_micro_batch}"
+        key += f"{space.CAPPED}{req.max_micro_batch}"
     return key
 
 

@@ -15,6 +15,12 @@ HOST_STAGED = "host-staged"
 INTERCONNECTS = ("nvlink", "pcie", HOST_STAGED, "sockets", "network")
 
 
+def own_links(row) -> bool:
+    """Whether a stored row ran on one machine over that machine's own links (not staged through host memory,
+    not nodes over a network)."""
+    return int(row.get("num_nodes") or 1) == 1 and row.get("interconnect") not in (HOST_STAGED, "sockets", "network")
+
+
 def topology_link(topology: str | None) -> str | None:
     """`nvlink` or `pcie` between GPU0 and GPU1 in `nvidia-smi topo -m`'s matrix; None if it does not say."""
     for line in (topology or "").splitlines():

@@ -459,11 +459,15 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
     return presets, model
 
 
+def on_run(row, model: Model) -> bool:
+    """Whether a row may rest a prediction for `model`: another model's, or this model's on its run (a row of the
+    same model on another batch or sequence times another step)."""
+    return row["model"] != model.id or row.get("training_run") in (None, run_key(model))
+
+
 def rows_on_run(rows, model: Model) -> list:
-    """The rows a prediction for `model` may rest on: every other model's, and this model's on its run only
-    (a row of the same model on another batch or sequence times another step)."""
-    run = run_key(model)
-    return [r for r in rows if r["model"] != model.id or r.get("training_run") in (None, run)]
+    """The rows a prediction for `model` may rest on (on_run)."""
+    return [r for r in rows if on_run(r, model)]
 
 
 def run_columns(model: Model) -> dict[str, Any]:

@@ -160,6 +160,23 @@ def gathered_in_float8(fp8_record: Any) -> bool:
     return isinstance(fp8_record, dict) and fp8_record.get("all_gather") == FLOAT8_GATHER
 
 
+def fsdp_gathers_in_float8(sharding: Any, offloading: Any, fp8_record: Any) -> bool:
+    """A row's FSDP gathered its weights in float8 by its record, on a setting where the engine does
+    (Methods.fp8_gathered_in_float8: FSDP, parameters on the GPU); a record claiming it elsewhere is not believed."""
+    return str(sharding or "").startswith("fsdp") and not offloading and gathered_in_float8(fp8_record)
+
+
+# A trial timed at a micro-batch capped below the one that fits (`bench --max-micro-batch N`): its key ends in
+# CAPPED + N, a prediction made so too (engine/predict/stored.py). Such a row says what a pass costs beside its work
+# (engine/predict/floors.py), not the per-sample rate or the memory fit the rest of the predictor reads.
+CAPPED = "|max-mb-"
+
+
+def capped(row: Any) -> bool:
+    """Whether a stored row was timed (or predicted) under a micro-batch cap."""
+    return CAPPED in str(row.get("key") or "")
+
+
 def search_space(method_set: str, num_gpus: int, extras: tuple[str, ...] | list[str] = ()) -> list[Methods]:
     """naive: the baseline alone; free-lunch: naive + free-lunch; all: naive + every combination. `extras`
     (issue 42: 'fused', 'fp8') adds each free-lunch point's variants with them."""

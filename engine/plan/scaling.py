@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.data.links import HOST_STAGED
+from engine.data.space import CAPPED
 from engine.data.store import Store
 
 _BEST_SQL = """
@@ -24,7 +25,7 @@ SELECT model, gpu, num_gpus * num_nodes AS n, num_nodes,
 FROM trials
 WHERE source = 'measured' AND feasible AND days IS NOT NULL AND failure_kind IS NULL AND gpu <> 'cpu'
   AND key NOT LIKE '%|no-compile%'
-  AND key NOT LIKE '%|compile-%' AND key NOT LIKE '%|max-mb-%' {where}
+  AND key NOT LIKE '%|compile-%' AND key NOT LIKE '%{capped}%' {where}
 QUALIFY row_number() OVER (PARTITION BY model, gpu, num_gpus, num_nodes, link, label ORDER BY created_at DESC) = 1
 """
 
@@ -89,7 +90,7 @@ def _rows(store: Store, model: str | None, gpu: str | None) -> list[dict[str, An
         if value is not None:
             where.append(f"AND {column} = ?")
             params.append(value)
-    return store.query(_BEST_SQL.format(where=" ".join(where)), params)
+    return store.query(_BEST_SQL.format(where=" ".join(where), capped=CAPPED), params)
 
 
 def scaling(store: Store, model: str | None = None, gpu: str | None = None) -> list[Scaling]:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from engine.data.errors import PlannerError
 from engine.data.presets import Gpu, Model, Presets
-from engine.data.space import Methods
+from engine.data.space import Methods, capped
 from engine.data.store import provenance_view
 from engine.predict.memory import (Need, activation_terms, arch_of, beyond_the_paper, capacity_bytes, gb, methods_of,
                                    micro_batches, need, shape, static_terms)
@@ -58,7 +58,7 @@ def fit_bracket(row: Mapping[str, Any], presets: Presets) -> tuple[float, float]
     unless b was the largest candidate, 2b did not (kappa > lo). None when the row says nothing."""
     if row.get("source") != "measured" or row.get("gpu") not in presets.gpus or beyond_the_paper(row):
         return None  # (fused kernels or FP8: another memory than the one kappa is calibrated for)
-    if "|max-mb-" in str(row.get("key") or ""):
+    if capped(row):
         return None  # its search stopped at the cap asked for (`bench --max-micro-batch`), not where memory ran out
     try:
         model = presets.model(row["model"])
@@ -300,7 +300,7 @@ class MeasuredOoms:
             # share of the row's own batch, and no cap set on the search (`|max-mb-N`: it stopped there).
             fitted, accum = whole(prov.get("max_micro_batch_searched")), whole(r.get("grad_accum"))
             per_gpu = ran * accum if accum else None
-            if fitted and per_gpu and "|max-mb-" not in str(r.get("key") or "") and per_gpu % (fitted * 2) == 0:
+            if fitted and per_gpu and not capped(r) and per_gpu % (fitted * 2) == 0:
                 add(fitted * 2, fitted)
 
     def smallest(self, model_id: str, methods: Methods, num_gpus: int, capacity: float, run: str = ""

@@ -26,7 +26,7 @@ import statistics
 from typing import Any, Iterable, Mapping
 
 from engine.data.errors import PlannerError
-from engine.data.links import HOST_STAGED
+from engine.data.links import HOST_STAGED, own_links
 from engine.data.presets import Presets
 from engine.predict import memory
 from engine.predict.terms import comm_bytes, link_bytes_per_s
@@ -67,7 +67,7 @@ def comm_overlap(rows: Iterable[Mapping[str, Any]], presets: Presets) -> tuple[d
             and r.get("micro_batch") and not memory.beyond_the_paper(r)]
     own: dict[tuple, Mapping[str, Any]] = {}
     for r in sorted(rows, key=lambda r: str(r.get("created_at") or "")):
-        if int(r.get("num_nodes") or 1) == 1 and r.get("interconnect") not in (HOST_STAGED, "sockets", "network"):
+        if own_links(r):
             own[_cell(r)] = r
     net = presets.networks.get(LOOPBACK)
     found: dict[str, list[tuple[float, str, bool]]] = {k: [] for k in KINDS}  # (h, pair, only a lower bound)

@@ -63,7 +63,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         return None
     if row.get("source") not in ("measured", "paper-table1", "paper-table4"):
         return None
-    if "|max-mb-" in str(row.get("key") or ""):
+    if space.capped(row):
         # timed below the micro-batch that fits (`bench --max-micro-batch`): what a pass costs beside its work
         # at small micro-batches (engine/predict/floors.py), not the per-sample rate a fit is of
         return None

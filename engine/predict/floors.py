@@ -66,6 +66,10 @@ class Floors:
     def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool) -> float:
         return self.per_comm.get(kind, 0.0) * comm_s + (self.per_layer_s * layers if compiled else 0.0)
 
+    def passes(self, s: Sample) -> float:
+        """What a measured pass takes by this floor: its work, floored."""
+        return floored(s.work_s, self.floor_s(s.kind, s.comm_s, s.layers, s.compiled))
+
     def words(self, kind: str, comm_s: float, layers: int, compiled: bool) -> str:
         k, c = self.per_comm.get(kind, 0.0), self.per_layer_s
         parts = []
@@ -76,12 +80,8 @@ class Floors:
         return " + ".join(parts)
 
 
-def _error(samples: Sequence[Sample], c: float, per_comm: Mapping[str, float]) -> float:
-    total = 0.0
-    for s in samples:
-        f = per_comm.get(s.kind, 0.0) * s.comm_s + (c * s.layers if s.compiled else 0.0)
-        total += math.log(floored(s.work_s, f) / s.measured_s) ** 2
-    return total
+def _error(samples: Sequence[Sample], floors: "Floors") -> float:
+    return sum(math.log(floors.passes(s) / s.measured_s) ** 2 for s in samples)
 
 
 def calibrate(samples: Sequence[Sample]) -> Floors:
@@ -90,13 +90,13 @@ def calibrate(samples: Sequence[Sample]) -> Floors:
     if not samples:
         return Floors()
     plain = [s for s in samples if s.compiled and not s.comm_s]
-    c = min(PER_LAYER_GRID, key=lambda v: (_error(plain, v, {}), v)) if plain else 0.0
+    c = min(PER_LAYER_GRID, key=lambda v: (_error(plain, Floors(v)), v)) if plain else 0.0
     per_comm: dict[str, float] = {}
     for kind in sorted({s.kind for s in samples if s.comm_s}):
         mine = [s for s in samples if s.kind == kind]
-        per_comm[kind] = min(PER_COMM_GRID, key=lambda v: (_error(mine, c, {kind: v}), v))
-    shown = [s for s in samples if floored(s.work_s, per_comm.get(s.kind, 0.0) * s.comm_s
-                                           + (c * s.layers if s.compiled else 0.0)) > 1.05 * s.work_s]
+        per_comm[kind] = min(PER_COMM_GRID, key=lambda v: (_error(mine, Floors(c, {kind: v})), v))
+    fitted = Floors(c, per_comm)
+    shown = [s for s in samples if fitted.passes(s) > 1.05 * s.work_s]
     note = (f"fitted on {len(samples)} measured passes ({len(plain)} without collectives): a compiled pass's host "
             f"time {c * 1e3:.1f} ms a layer; collectives x " + ", ".join(f"{k} {v:.2f}" for k, v in per_comm.items())
             + (f"; it raises {len(shown)} of them by more than 5%: " + ", ".join(s.label for s in shown[:6])

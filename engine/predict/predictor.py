@@ -168,33 +168,32 @@ class Predictor:
 
     def _floor_samples(self) -> list[pass_floors.Sample]:
         from engine.data.errors import PlannerError
+        from engine.data.links import own_links
+        from engine.data.runs import on_run
         from engine.predict.terms import dense_causal_mask_of
 
         out = []
         for r in self.stored:
             if (r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind")
-                    or not r.get("pass_s") or not r.get("micro_batch") or r.get("gpu") == "cpu"
-                    or int(r.get("num_nodes") or 1) != 1 or r.get("interconnect") not in (None, "nvlink", "pcie")
+                    or not r.get("pass_s") or not r.get("micro_batch") or not own_links(r)
                     or memory.beyond_the_paper(r) or r.get("offloading")):
                 continue
             try:
                 model, gpu, methods = self.presets.model(r["model"]), self.presets.gpu(r["gpu"]), memory.methods_of(r)
+                mb = int(r["micro_batch"])
                 if not gpu.p2p and int(r["num_gpus"]) > 1:
-                    continue
-                mb, n = int(r["micro_batch"]), int(r["num_gpus"])
-                if run_key(model) != r.get("training_run") and r.get("training_run") is not None:
+                    continue  # collectives the floor does not take (no peer access): nothing to fit k on
+                if not on_run(r, model):
                     continue  # the model's row on another run of it: not this preset's step
-                p = self.predict(model.id, gpu.id, n, methods, max_micro_batch=mb, floor=False,
+                p = self.predict(model.id, gpu.id, int(r["num_gpus"]), methods, max_micro_batch=mb, floor=False,
                                  dense_causal_mask=dense_causal_mask_of(r, model, methods))
             except (PlannerError, KeyError, TypeError, ValueError):
                 continue
             if not p.feasible or p.micro_batch != mb or not p.pass_s:
                 continue
-            t = p.terms
-            comm = t["comm_pass_bytes"] / t["own_link_bytes_s"] if t["comm_pass_bytes"] else 0.0
-            out.append(pass_floors.Sample(comm_kind(methods) if n > 1 else "one", comm, shape(model).layers,
-                                          space.uses_compile(methods, model.compile), p.pass_s, float(r["pass_s"]),
-                                          f"{model.id} {methods.label} {n}x{gpu.id} mb {mb}"))
+            kind, comm, layers, compiled = p.terms["floor_inputs"]
+            out.append(pass_floors.Sample(kind, comm, layers, compiled, p.pass_s, float(r["pass_s"]),
+                                          f"{model.id} {methods.label} {r['num_gpus']}x{gpu.id} mb {mb}"))
         return out
 
     @staticmethod
@@ -528,6 +527,7 @@ class Predictor:
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
             "pass_work_s": work_s, "pass_floor_s": floor_s,
+            "floor_inputs": (floor_kind, comm_own, s.layers, compiled),  # what floors.Floors.floor_s reads
             "pass_floor_words": fl.words(floor_kind, comm_own, s.layers, compiled) if fl is not None else "",
         })
         ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None

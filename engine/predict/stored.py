@@ -31,7 +31,7 @@ def predicted_key(model: str, gpu: str, num_gpus: int, label: str, interconnect:
     in `|max-mb-N`, as the trial measured so is keyed."""
     return (f"{model}|{gpu}|{num_gpus // nodes}|{nodes}|{label}|predicted"
             + (f"|{interconnect}" if interconnect else "")
-            + (f"|max-mb-{max_micro_batch}" if max_micro_batch else ""))
+            + (f"{space.CAPPED}{max_micro_batch}" if max_micro_batch else ""))
 
 
 def trial_of(p: Prediction, run_id: str, model: Model, gpu: Gpu, created_at: dt.datetime | None = None,

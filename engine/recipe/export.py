@@ -349,8 +349,8 @@ def fp8_env(plan: dict) -> dict[str, str]:
     2026-11-28 did. Empty for a plan without fp8."""
     if not plan.get("fp8"):
         return {}
-    float8_gather = space.gathered_in_float8((plan.get("provenance") or {}).get("fp8")) \
-        and str(plan.get("sharding") or "").startswith("fsdp") and not plan.get("offloading")
+    float8_gather = space.fsdp_gathers_in_float8(plan.get("sharding"), plan.get("offloading"),
+                                                 (plan.get("provenance") or {}).get("fp8"))
     return {"ACCELERATE_MIXED_PRECISION": "fp8", "ACCELERATE_FP8_BACKEND": "AO", "ACCELERATE_FP8_PAD_INNER_DIM": "true",
             "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER": "true" if float8_gather else "false"}
 

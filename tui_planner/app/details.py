@@ -13,7 +13,7 @@ import shlex
 import statistics
 from typing import Any
 
-from engine.data.space import gathered_in_float8
+from engine.data.space import fsdp_gathers_in_float8
 from tui_planner import format as fmt
 from tui_planner import glossary
 
@@ -288,7 +288,7 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
         gather = ""
         if str(row.get("sharding") or "").startswith("fsdp"):
             if row.get("source") == "measured" and recorded:  # what the trial recorded
-                float8 = gathered_in_float8(done)
+                float8 = fsdp_gathers_in_float8(row.get("sharding"), row.get("offloading"), done)
             elif row.get("source") == "predicted":  # as the engine would run it (16 bits with offload)
                 float8 = not row.get("offloading")
             else:
