@@ -309,6 +309,9 @@ def test_a_cell_measured_again_gives_its_ratio_from_the_latest_rows():
     [pair] = extras.measured_pairs(rows)
     assert pair.base_days == 19.9 and pair.days == pytest.approx(17.4) and pair.ratio == pytest.approx(17.4 / 19.9)
     assert extras.measured_pairs(list(reversed(rows)))[0].ratio == pytest.approx(pair.ratio)  # whatever the order
+    # a later row timed under a micro-batch cap (`bench --max-micro-batch 2`) is another step: it supersedes nothing
+    capped = rows + [_row("d", "fsdp3", 40.0, n=2, created_at="2026-11-28 05:00:00", key="d|h200|2|1|fsdp3|cuda|max-mb-2")]
+    assert extras.measured_pairs(capped)[0].ratio == pytest.approx(pair.ratio)
 
 
 def test_fp8_under_fsdp_takes_the_ratios_of_weights_gathered_as_the_engine_gathers_them():

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.data.space import Methods, gathered_in_float8
+from engine.data.space import Methods, capped, gathered_in_float8
 from engine.data.store import provenance_view
 from engine.predict.memory import methods_of
 
@@ -91,14 +91,16 @@ def _kind(methods: Methods) -> tuple[bool, bool]:
 
 def measured_pairs(rows: Iterable[Mapping[str, Any]]) -> list[Pair]:
     """Every measured setting with fused or fp8 whose setting without them was measured on the same cell (same
-    model, GPU, count, machines, interconnect and training run; rows of the engine before its causal-mask fix
-    left out), each setting by its latest row."""
+    model, GPU, count, machines, interconnect and training run; rows of the engine before its causal-mask fix,
+    and rows timed under a micro-batch cap, left out), each setting by its latest row."""
     days: dict[tuple, list[float]] = {}
     meta: dict[tuple, Methods] = {}
     newest: dict[tuple, str] = {}
     for r in rows:
         if r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind") or not r.get("days"):
             continue
+        if capped(r):
+            continue  # timed below the micro-batch that fits: another step than its setting's (floors.py's evidence)
         try:
             m = methods_of(r)
             if provenance_view(r.get("provenance")).get("causal_mask") == "dense mask":
