@@ -1,6 +1,8 @@
 """What a pass takes at least (engine/predict/floors.py): the floor's maths, its calibration on measured passes,
 and the predictor using it where the micro-batch is small and not where it is large. No GPU."""
 
+import math
+
 import pytest
 
 from engine import predict
@@ -8,7 +10,7 @@ from engine.data import space
 from engine.data.paths import shipped_db
 from engine.data.presets import load_presets
 from engine.data.store import Store, evidence_rows
-from engine.predict import floors
+from engine.predict import floors, intervals
 
 
 def test_the_soft_corner():
@@ -73,3 +75,40 @@ def test_small_micro_batches_meet_the_floor_and_large_ones_do_not(predictor):
     bare = predictor.predict("pythia-6.9b", "h200", 4, fsdp2, max_micro_batch=1, floor=False)
     assert bare.pass_s == pytest.approx(t["pass_work_s"]) and bare.terms["pass_floor_s"] == 0.0
     assert bare.micro_batch == 1
+
+
+def test_a_pass_its_floor_sets_is_floor_bound_and_as_wide_as_its_held_out_cases(predictor):
+    """Issue 39: a small micro-batch's prediction rests on the floor, whose held-out errors are wider than a
+    measured model's: its kind says floor-bound and its interval is the floor-bound cases' (shipped widths)."""
+    fsdp2 = next(m for m in space.search_space("all", 4) if m.label == "fsdp2")
+    small = predictor.predict("pythia-6.9b", "h200", 4, fsdp2, max_micro_batch=1)
+    large = predictor.predict("pythia-6.9b", "h200", 4, fsdp2)
+    assert small.terms["floor_lift"] > intervals.FLOOR_LIFT >= large.terms["floor_lift"]
+    assert small.kind.endswith("+ floor-bound") and "floor-bound" not in large.kind
+    assert "floor-bound" in small.terms["band"] and "floor-bound" not in large.terms["band"]
+    shipped = predictor.intervals
+    assert shipped.cases.get(intervals.FLOOR_BOUND, 0) >= intervals.MIN_CASES
+    assert small.days_high / small.days == pytest.approx(math.exp(shipped.widths[intervals.FLOOR_BOUND]), rel=1e-6)
+    assert small.days_high / small.days > large.days_high / large.days
+    assert small.days / small.days_low == pytest.approx(small.days_high / small.days, rel=1e-6)  # the middle
+
+
+def test_the_capped_measurements_are_floor_bound_held_out_cases():
+    """The rows timed under a micro-batch cap are no fit's basis, but each is predicted at its cap when its cell
+    (or its architecture, GPU, count) is held out: they are the floor-bound kind's cases."""
+    from engine.predict.validate import held_out_cases
+
+    presets = load_presets(include_user=False)
+    with Store.open(shipped_db(), read_only=True, create=False, presets=presets) as s:
+        rows = [r for r in evidence_rows([s]) if r["gpu"] == "h200" and r["model"] in ("pythia-1b", "pythia-2.8b")]
+    capped = [r for r in rows if space.capped(r)]
+    assert capped and {space.cap_of(r) for r in capped} >= {1}
+    cases = held_out_cases(rows, presets)
+    at_cap = [c for c in cases if "(micro-batch at most 1)" in c.label]
+    assert at_cap and all(c.floor_bound for c in at_cap)
+    # a case at its cap is predicted at it, and is compared with the capped row's own days
+    days = {(r["model"], int(r["num_gpus"]), r["key"].split("|")[4], space.cap_of(r)): r["days"] for r in capped}
+    for c in at_cap:
+        assert c.actual_days == pytest.approx(days[(c.model, c.num_gpus, c.label.split()[0], 1)])
+    assert {c.group for c in cases if c.floor_bound} == {intervals.FLOOR_BOUND}
+    assert any(not c.floor_bound for c in cases)

@@ -144,3 +144,30 @@ def test_no_interval_reaches_below_what_the_whole_peak_allows(presets, monkeypat
     monkeypatch.setattr(predictor_mod, "mfu_line", lambda gpu: 0.9 * h.mfu)
     c = p.predict("pythia-1b", "h100", 2, space.FREE_LUNCH)
     assert c.capped and c.days_low == pytest.approx(c.days * c.mfu)  # the 100% floor: days x MFU
+
+
+def _floor_case(model, kind, err):
+    return Case("cell", kind, "A", model, "h200", 4, f"f{err}", 1 + err, 1.0, floor_bound=True)
+
+
+def test_floor_bound_cases_are_pooled_apart_and_a_floor_bound_prediction_takes_the_wider():
+    plain = [_case(m, THIS_COUNT, 0.01 * k) for m in ("m1", "m2") for k in range(1, 11)]
+    floor = [_floor_case(m, kind, 0.05 * k) for m, kind in (("m1", THIS_COUNT), ("m3", FAMILY)) for k in range(1, 6)]
+    cal = iv.calibrate(plain + floor)
+    # the floor-bound cases neither widen their evidence's kind nor go uncounted
+    assert cal.cases[THIS_COUNT] == 20 and cal.cases[iv.FLOOR_BOUND] == 10
+    assert cal.widths[THIS_COUNT] < 0.11 and cal.widths[iv.FLOOR_BOUND] > math.log(1.2)
+    assert cal.width(THIS_COUNT, False) == (cal.widths[THIS_COUNT], THIS_COUNT)
+    assert cal.width(THIS_COUNT, False, floor_bound=True) == (cal.widths[iv.FLOOR_BOUND], iv.FLOOR_BOUND)
+    # the evidence's kind wins where it is the wider
+    wide = Intervals({FAMILY: 1.0, iv.FLOOR_BOUND: 0.3}, {FAMILY: 10, iv.FLOOR_BOUND: 10})
+    assert wide.width(FAMILY, False, floor_bound=True) == (1.0, FAMILY)
+    w, what = cal.for_prediction("A", THIS_COUNT, False, lift=1.8)
+    assert w == cal.widths[iv.FLOOR_BOUND] and "floor-bound" in what and "1.80x its GPU work" in what
+    assert cal.for_prediction("A", THIS_COUNT, False, lift=iv.FLOOR_LIFT)[0] == cal.widths[THIS_COUNT]
+    # too few floor-bound cases: a wide guess, said as such
+    few = iv.calibrate(plain + floor[:3])
+    w, what = few.for_prediction("A", THIS_COUNT, False, lift=2.0)
+    assert w == iv.UNCALIBRATED_W and "wide" in what and "fewer than" in what
+    rows = {r["kind"]: r for r in iv.coverage(plain + floor)}
+    assert rows[iv.FLOOR_BOUND]["cases"] == 10 and list(rows)[-1] == iv.FLOOR_BOUND

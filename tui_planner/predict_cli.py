@@ -378,6 +378,8 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
 
 def _print_intervals(console, iv: dict) -> None:
     """The calibrated intervals: per kind of extrapolation, its held-out cases and how many the interval held."""
+    from engine.predict.intervals import FLOOR_BOUND, FLOOR_LIFT
+
     e = fmt.esc
     level = iv["level"]
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), title_justify="left",
@@ -395,6 +397,10 @@ def _print_intervals(console, iv: dict) -> None:
     console.print(t)
     console.print("[dim]width: the median interval's high / low, each case's width worked out without its own model's "
                   "cases (published rows: without their own source's, or generation's)[/dim]")
+    if any(k["kind"] == FLOOR_BOUND for k in iv["kinds"]):
+        console.print(f"[dim]{FLOOR_BOUND}: whatever the evidence, a pass its floor lifts by more than "
+                      f"{(FLOOR_LIFT - 1) * 100:.0f}% over its GPU work (a small micro-batch; the capped measurements "
+                      "among them, each predicted at its cap); never narrower than its evidence's own kind[/dim]")
     if iv["met"]:
         console.print(f"coverage: [green]met[/] within {iv['tolerance'] * 100:.0f} points of {level:.0%} on every kind "
                       f"with at least {iv['min_cases']} cases", highlight=False)

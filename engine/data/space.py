@@ -177,6 +177,15 @@ def capped(row: Any) -> bool:
     return CAPPED in str(row.get("key") or "")
 
 
+def cap_of(row: Any) -> int | None:
+    """The micro-batch cap a stored row was timed (or predicted) under: N of its key's `|max-mb-N`, else None."""
+    key = str(row.get("key") or "")
+    if CAPPED not in key:
+        return None
+    digits = key.rsplit(CAPPED, 1)[1].split("|", 1)[0]
+    return int(digits) if digits.isdigit() and int(digits) > 0 else None
+
+
 def search_space(method_set: str, num_gpus: int, extras: tuple[str, ...] | list[str] = ()) -> list[Methods]:
     """naive: the baseline alone; free-lunch: naive + free-lunch; all: naive + every combination. `extras`
     (issue 42: 'fused', 'fp8') adds each free-lunch point's variants with them."""

@@ -9,6 +9,12 @@ A prediction's kind is what its evidence was (engine/predict/predictor.py classi
     family only            the architecture is not measured: the fit of the other measured architectures of its
                            family (a transformer from the transformers)
     + offloaded            the setting offloads to the host (its copies and CPU update are calibrated apart)
+    floor-bound            whatever the evidence: the pass is set by its floor more than its work (a small
+                           micro-batch: engine/predict/floors.py lifts it by more than FLOOR_LIFT), where the
+                           host's issue and the collectives, not the GPU's work, decide the time. Its cases are
+                           pooled apart (they would widen every kind they sit in) and it is never narrower than
+                           the evidence's own kind. The capped measurements (`bench --max-micro-batch`) are its
+                           cases too, each predicted at its cap.
 
 The errors of each kind come from holding out whole groups, never one row: each cell (model x GPU x count);
 each architecture (all its cells: its predictions are then 'family only'); each GPU type (all cells on it:
@@ -48,6 +54,8 @@ FILE = "intervals.json"  # in data/external/ beside fitted.json (the wheel carri
 THIS_COUNT, OTHER_COUNT, OTHER_GPU, FAMILY = "this GPU, this count", "this GPU, other count", "another GPU", "family only"
 EVIDENCE = (THIS_COUNT, OTHER_COUNT, OTHER_GPU, FAMILY)  # narrowest first: a kind short of cases takes the next
 OFFLOADED = " + offloaded"
+FLOOR_BOUND = "floor-bound"  # pooled across the evidence kinds: a pass its floor sets (engine/predict/floors.py)
+FLOOR_LIFT = 1.2  # floor-bound: the floor lifts the pass by more than this over its work (at W = F: 1.26)
 # Where a kind has no cases at all and nothing wider does: a wide guess, said as such.
 UNCALIBRATED_W = math.log(2.0)
 
@@ -104,6 +112,12 @@ class Case:
     label: str
     predicted_days: float
     actual_days: float
+    floor_bound: bool = False  # its pass was set by its floor (FLOOR_LIFT): pooled in FLOOR_BOUND
+
+    @property
+    def group(self) -> str:
+        """The kind whose width it calibrates: its own, or the pooled floor-bound one."""
+        return FLOOR_BOUND if self.floor_bound else self.kind
 
     @property
     def log_error(self) -> float:
@@ -120,8 +134,20 @@ class Intervals:
     level: float = LEVEL
     note: str = ""
 
-    def width(self, evidence: str, offloading: bool) -> tuple[float, str]:
-        """(w, the kind whose cases set it): this kind's, else the next wider kind's with enough cases."""
+    def width(self, evidence: str, offloading: bool, floor_bound: bool = False) -> tuple[float, str]:
+        """(w, the kind whose cases set it): this kind's, else the next wider kind's with enough cases; a
+        floor-bound prediction the wider of that and the floor-bound cases' (a wide guess, "", short of them)."""
+        w, k = self._evidence_width(evidence, offloading)
+        if floor_bound:
+            if self.cases.get(FLOOR_BOUND, 0) >= MIN_CASES and FLOOR_BOUND in self.widths:
+                wf, kf = self.widths[FLOOR_BOUND], FLOOR_BOUND
+            else:
+                wf, kf = UNCALIBRATED_W, ""
+            if wf > w:
+                return wf, kf
+        return w, k
+
+    def _evidence_width(self, evidence: str, offloading: bool) -> tuple[float, str]:
         order = EVIDENCE[EVIDENCE.index(evidence):]
         names = ([kind_name(e, True) for e in order] if offloading else []) + [kind_name(e, False) for e in order]
         for k in names:
@@ -133,11 +159,18 @@ class Intervals:
                 return w, k
         return UNCALIBRATED_W, ""
 
-    def for_prediction(self, arch: str, evidence: str, offloading: bool) -> tuple[float, str]:
-        """The width for one prediction and the words for it."""
-        w, k = self.width(evidence, offloading)
+    def for_prediction(self, arch: str, evidence: str, offloading: bool,
+                       lift: float = 1.0) -> tuple[float, str]:
+        """The width for one prediction and the words for it (`lift`: how far its floor raises its pass)."""
+        floor_bound = lift > FLOOR_LIFT
+        w, k = self.width(evidence, offloading, floor_bound)
         kind = kind_name(evidence, offloading)
-        if not k:
+        if floor_bound and k in (FLOOR_BOUND, ""):
+            what = (f"{kind}, floor-bound: its pass is {lift:.2f}x its GPU work (a small micro-batch: the host's "
+                    "issue and the collectives set it), so "
+                    + (f"the {self.level:.0%} interval of the floor-bound held-out cases ({self.cases[k]})" if k else
+                       f"a wide {math.exp(w):.1f}x guess (fewer than {MIN_CASES} floor-bound held-out cases)"))
+        elif not k:
             what = f"{kind}: no held-out case of this kind or a wider one, so a wide {math.exp(w):.1f}x guess"
         else:
             what = (f"{self.level:.0%} interval for '{kind}'"
@@ -166,7 +199,7 @@ def _dedupe(cases: Sequence[Case]) -> list[Case]:
     """A configuration predicted the same way (same kind, same figure) under two schemes counts once."""
     seen, out = set(), []
     for c in cases:
-        k = (c.kind, c.model, c.gpu, c.num_gpus, c.label, round(c.predicted_days, 6))
+        k = (c.kind, c.floor_bound, c.model, c.gpu, c.num_gpus, c.label, round(c.predicted_days, 6))
         if k not in seen:
             seen.add(k)
             out.append(c)
@@ -178,7 +211,7 @@ def calibrate(cases: Sequence[Case], evidence: "Evidence | None" = None) -> Inte
     cases = _dedupe(cases)
     by_kind: dict[str, list[float]] = {}
     for c in cases:
-        by_kind.setdefault(c.kind, []).append(abs(c.log_error))
+        by_kind.setdefault(c.group, []).append(abs(c.log_error))
     widths = {k: conformal_width(v) for k, v in by_kind.items()}
     single = {}
     if evidence is not None:
@@ -198,14 +231,14 @@ def coverage(cases: Sequence[Case], evidence: "Evidence | None" = None) -> list[
     width worked out without any case of its own model (so a model never calibrates its own interval)."""
     cases = _dedupe(cases)
     out = []
-    for kind in sorted({c.kind for c in cases}, key=_kind_order):
-        mine = [c for c in cases if c.kind == kind]
+    for kind in sorted({c.group for c in cases}, key=_kind_order):
+        mine = [c for c in cases if c.group == kind]
         inside, widths = 0, []
         for c in mine:
             rest = [x for x in cases if x.model != c.model]
             iv = calibrate(rest)
-            ev, off = _split(kind)
-            w, _ = iv.width(ev, off)
+            ev, off = _split(c.kind)
+            w, _ = iv.width(ev, off, c.floor_bound)
             widths.append(w)
             inside += abs(c.log_error) <= w
         cov = inside / len(mine)
@@ -233,6 +266,8 @@ def _split(kind: str) -> tuple[str, bool]:
 
 
 def _kind_order(kind: str) -> tuple[int, bool]:
+    if kind == FLOOR_BOUND:
+        return (len(EVIDENCE) + 1, False)
     ev, off = _split(kind)
     return (EVIDENCE.index(ev) if ev in EVIDENCE else len(EVIDENCE), off)
 

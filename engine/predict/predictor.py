@@ -17,7 +17,8 @@ from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
-from engine.predict.intervals import Evidence, Intervals, generation_width, kind_name, unmeasured_generation_width
+from engine.predict.intervals import (FLOOR_BOUND, FLOOR_LIFT, Evidence, Intervals, generation_width, kind_name,
+                                      unmeasured_generation_width)
 from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
                                   LINK_EFFICIENCY, PredictError, arch_of, comm_bytes,
@@ -449,7 +450,9 @@ class Predictor:
         p.feasible, p.micro_batch, p.grad_accum = True, mb, accum
         p.pass_s, p.update_s, p.step_s, p.days, p.mfu, p.capped = pass_s, update_s, step_s, days, mfu, capped
         evidence = self.evidence.evidence(arch, gpu.id, num_gpus)
-        p.kind = kind_name(evidence, methods.offloading) + (" + over a network" if nodes > 1 else "")
+        lift = pass_s / work_s if work_s > 0 else 1.0  # how far the floor raises the pass over its work
+        p.kind = (kind_name(evidence, methods.offloading) + (" + over a network" if nodes > 1 else "")
+                  + (f" + {FLOOR_BOUND}" if lift > FLOOR_LIFT else ""))
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
         # What rests on an assumption nobody measured widens the band, in quadrature: a mixture of experts' compute
         # factor; the methods beyond the paper's (fused kernels, FP8: their effect on time, engine/predict/terms.py)
@@ -480,7 +483,7 @@ class Predictor:
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if self.intervals is not None:
             band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line,
-                                         borrowed=card_from if card_from not in (None, gpu.id) else None)
+                                         borrowed=card_from if card_from not in (None, gpu.id) else None, lift=lift)
             for factors, what in widen:  # a measurement narrows them
                 band = _widened(band, factors, what)
                 parts = {**parts, "model": math.hypot(parts["model"], math.log(max(factors[1], 1 / factors[0])))}
@@ -526,7 +529,7 @@ class Predictor:
             "extras": list(methods.extras), "changes_numerics": methods.changes_numerics,
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
-            "pass_work_s": work_s, "pass_floor_s": floor_s,
+            "pass_work_s": work_s, "pass_floor_s": floor_s, "floor_lift": lift,
             "floor_inputs": (floor_kind, comm_own, s.layers, compiled),  # what floors.Floors.floor_s reads
             "pass_floor_words": fl.words(floor_kind, comm_own, s.layers, compiled) if fl is not None else "",
         })
@@ -541,13 +544,14 @@ class Predictor:
         return p
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
-                  excess: float, borrowed: str | None = None) -> tuple[Band, dict[str, float]]:
+                  excess: float, borrowed: str | None = None, lift: float = 1.0) -> tuple[Band, dict[str, float]]:
         """The calibrated interval around the point (engine/predict/intervals.py): the kind's width; a GPU
         generation our measurements are not on adds its own held-out width in quadrature (a card whose speed
         is borrowed from the card on its chip takes it as any card without rows of its own does); a figure
         held at the generation's line adds how far past the line the time model put it (the cap hides that
-        much), on both sides, so the point stays the middle."""
-        w, what = self.intervals.for_prediction(arch, evidence, offloading)
+        much), on both sides, so the point stays the middle. A pass its floor sets (`lift` over its work past
+        intervals.FLOOR_LIFT) is at least as wide as the floor-bound held-out cases."""
+        w, what = self.intervals.for_prediction(arch, evidence, offloading, lift)
         parts = {"model": w, "generation": 0.0, "cap": 0.0}  # log widths: what a measurement could narrow
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen.id not in self._gen_w:

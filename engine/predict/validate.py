@@ -9,13 +9,16 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from engine.data import space
 from engine.data.errors import PlannerError
+from engine.data.links import HOST_STAGED
 from engine.data.presets import Presets
 from engine.predict import calibration, memory
 from engine.predict import intervals as iv
 from engine.predict.fit import Band, BasisRow, basis_row
 from engine.predict.generations import base_fit, load_calibration
 from engine.predict.predictor import Predictor
+from engine.predict.terms import dense_causal_mask_of, group_of
 
 # --- validation ---------------------------------------------------------------------------------------
 
@@ -166,14 +169,19 @@ def bands_for(rows: Sequence[Mapping[str, Any]], presets: Presets, for_arch: str
 def held_out_cases(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[iv.Case]:
     """The calibrated intervals' cases (engine/predict/intervals.py): every held-out configuration under each
     scheme, with its kind of extrapolation: cells, architectures, GPU types and an architecture's GPU counts
-    held out whole, each configuration classified by what was left when it was predicted."""
+    held out whole, each configuration classified by what was left when it was predicted. The measurements
+    timed under a micro-batch cap are targets too, each predicted at its cap: they are what says how wide a
+    pass its floor sets is (intervals.FLOOR_BOUND)."""
     rows = [dict(r) for r in rows]
     memo = _Memo(presets)
     basis = [(r, memo(r)) for r in rows]
     measured = [(r, b) for r, b in basis if b is not None and b.source == "measured"]
-    targets = {}
+    targets: dict[tuple, list[_Target]] = {}
     for r, b in measured:
-        targets.setdefault((b.cell, b.methods, b.group), []).append(b)
+        targets.setdefault((b.cell, b.methods, b.group, None), []).append(_Target(b.arch, b.model, b.gpu, b.num_gpus,
+                                                                                  b.days))
+    for t, methods, group in _capped_targets(rows, presets):
+        targets.setdefault(((t.model, t.gpu, t.num_gpus), methods, group, t.cap), []).append(t)
 
     def key(r: Mapping[str, Any]) -> tuple[str, str, int]:
         return (r["model"], r["gpu"], int(r["num_gpus"]) * int(r.get("num_nodes") or 1))
@@ -208,19 +216,54 @@ def held_out_cases(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[
         predictor = Predictor(others, presets, basis_of=memo)
         ev = predictor.evidence
         held_keys = {key(r) for r in held if r.get("source") == "measured"}
-        for (cell, methods, group), same in targets.items():
+        for (cell, methods, group, cap), same in targets.items():
             if cell not in held_keys:
                 continue
-            same = sorted(same, key=lambda b: b.days)
-            b = same[(len(same) - 1) // 2]
-            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods, dense_causal_mask=group == "compiled-mask")
+            b = same[0]
+            p = predictor.predict(b.model, b.gpu, b.num_gpus, methods, dense_causal_mask=group == "compiled-mask",
+                                  max_micro_batch=cap)
             if not p.feasible or not p.days:
                 continue
             actual = statistics.median(x.days for x in same)
             kind = iv.kind_name(ev.evidence(b.arch, b.gpu, b.num_gpus), methods.offloading)
-            cases.append(iv.Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, methods.label,
-                              p.days, actual))
+            label = methods.label + (f" (micro-batch at most {cap})" if cap else "")
+            cases.append(iv.Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, label, p.days, actual,
+                                 floor_bound=p.terms.get("floor_lift", 1.0) > iv.FLOOR_LIFT))
     return cases
+
+
+@dataclass(frozen=True)
+class _Target:
+    """A measured configuration held out and predicted: its cell, its days, the cap it was timed under."""
+
+    arch: str
+    model: str
+    gpu: str
+    num_gpus: int
+    days: float
+    cap: int | None = None
+
+
+def _capped_targets(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[tuple[_Target, Any, str]]:
+    """The measured rows timed under a micro-batch cap (no basis row: engine/predict/fit.py keeps them out of
+    the fits) that a predictor can be asked for: on the machine's own links, the paper's methods."""
+    out = []
+    for r in rows:
+        cap = space.cap_of(r)
+        if (cap is None or r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind")
+                or not r.get("days") or r.get("plausibility") not in (None, "ok")
+                or r.get("interconnect") in ("sockets", "network", HOST_STAGED) or memory.beyond_the_paper(r)):
+            continue
+        try:
+            model = presets.model(r["model"])
+            presets.gpu(r["gpu"])
+            methods = memory.methods_of(r)
+        except PlannerError:
+            continue
+        n = int(r["num_gpus"]) * int(r.get("num_nodes") or 1)
+        group = group_of(model, methods, dense_causal_mask_of(r, model, methods))
+        out.append((_Target(memory.arch_of(model), r["model"], r["gpu"], n, float(r["days"]), cap), methods, group))
+    return out
 
 
 
