@@ -46,6 +46,16 @@ def test_slow_small_passes_set_the_floor_they_show():
     assert "raises" in cal.note and "fsdp" in cal.note
 
 
+def test_a_kind_seen_in_one_cell_sets_no_collective_floor():
+    """A lone cell's misfit of its work is not a floor: a kind's k needs rows of MIN_CELLS cells."""
+    k = 3.0
+    lone = [floors.Sample("zero3", T, 16, True, w, floors.floored(w, k * T), f"z {w}", "pythia-1b 4xh100")
+            for T, w in ((0.05, 0.1), (0.05, 0.4))]
+    assert floors.calibrate(lone).per_comm == {"zero3": 0.0}
+    two = lone + [floors.Sample("zero3", 0.1, 32, True, 0.2, floors.floored(0.2, k * 0.1), "z2", "pythia-6.9b 2xh200")]
+    assert floors.calibrate(two).per_comm["zero3"] == pytest.approx(k, abs=0.05)
+
+
 @pytest.fixture(scope="module")
 def predictor():
     presets = load_presets(include_user=False)
@@ -112,3 +122,17 @@ def test_the_capped_measurements_are_floor_bound_held_out_cases():
         assert c.actual_days == pytest.approx(days[(c.model, c.num_gpus, c.label.split()[0], 1)])
     assert {c.group for c in cases if c.floor_bound} == {intervals.FLOOR_BOUND}
     assert any(not c.floor_bound for c in cases)
+
+
+def test_the_collective_floor_takes_whole_buffers_and_zero3_apart(predictor):
+    """T is the collectives' whole buffers at the link's rate (the ring's (N-1)/N share does not lower the floor),
+    and ZeRO-3 (every module gathered every pass) has its own k, apart from ZeRO-1/2."""
+    from engine.predict.terms import comm_bytes
+
+    by = {m.label: m for m in space.search_space("all", 4)}
+    p = predictor.predict("pythia-6.9b", "h200", 4, by["zero3"], max_micro_batch=1)
+    kind, comm, _, _ = p.terms["floor_inputs"]
+    cb_pass, _ = comm_bytes(predictor.presets.model("pythia-6.9b"), by["zero3"], 4)
+    assert kind == "zero3" and comm == pytest.approx(cb_pass * 4 / 3 / p.terms["own_link_bytes_s"])
+    assert predictor.predict("pythia-6.9b", "h200", 4, by["zero1"], max_micro_batch=1).terms["floor_inputs"][0] == "zero"
+    assert predictor.floors.per_comm.get("zero3", 0) > 0  # ZeRO-3 at micro-batches 1-4 on 2 and 4 H200s

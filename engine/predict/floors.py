@@ -7,7 +7,10 @@ Pythia-6.9B under FSDP-2 takes 0.315 s a pass at micro-batch 1 and 0.362 s at 2,
 docs/measurements.md). Two things a pass cannot go below, whatever its micro-batch:
 - its collectives (FSDP's and ZeRO's gathers and reduce-scatters): each layer's must finish before that layer
   runs, and the copies and casts FSDP does around them run on the compute stream (pytorch/pytorch
-  _fsdp_collectives.py); k x T, T their time at the link's rate, k per kind, fitted;
+  _fsdp_collectives.py); k x T, k per kind, fitted, T the collectives' whole buffers at the link's rate (not the
+  (N-1)/N a ring sends: Pythia-6.9B's ZeRO-3 pass floors at about 0.6 s on 2 and on 4 H200s alike, where the ring
+  share grows 1.5x; counted so, the floor-bound cells held out came within 19%, against 58% with the share). ZeRO-3
+  is a kind apart from ZeRO-1/2 (it gathers every module's weights in every pass, through hooks; 1/2 once a step);
 - the host issuing a compiled pass's kernels (launches, per-module hooks): c x layers, fitted on rows with no
   collective in the pass (one GPU, DDP). Uncompiled rows set none: the eager rows at small micro-batches are
   their own fits' basis and say nothing apart from it.
@@ -22,7 +25,10 @@ that overlap, the step waiting for the longer, and less than perfectly where the
 
 At W = 4F the pass is 1.6% above W; at W = F, 26%. c and each k are fitted by least squares on the logarithm of
 the measured passes over the predictor's W for the same rows (the machine's own links, no offloading, no
-methods beyond the paper's), on a grid; a value no row asks for is 0 and changes nothing. No torch here.
+methods beyond the paper's), on a grid; a value no row asks for is 0 and changes nothing, and so is a kind's k
+whose rows come from fewer than MIN_CELLS cells (a lone cell's misfit of its work is not a floor: with the H200
+rows held out, ZeRO-3's k went to the grid's end on one 4 x H100 row and predicted the H200s' 3-4x too slow).
+No torch here.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Mapping, Sequence
 P = 3  # the soft corner's norm
 PER_LAYER_GRID = tuple(i * 1e-4 for i in range(0, 101))  # c: 0 to 10 ms a layer, by 0.1 ms
 PER_COMM_GRID = tuple(i * 0.05 for i in range(0, 401))  # k: 0 to 20 x the collectives' time, by 0.05
+MIN_CELLS = 2  # a kind's k from rows of at least this many cells (model x GPU x count), else none
 
 
 def floored(work_s: float, floor_s: float) -> float:
@@ -47,13 +54,14 @@ def floored(work_s: float, floor_s: float) -> float:
 class Sample:
     """One measured pass: what the predictor says it takes (work_s, without a floor) and what it took."""
 
-    kind: str  # "ddp", "fsdp", "zero" or "one" (a single GPU)
-    comm_s: float  # the pass's collectives at the link's rate (T); 0 without any
+    kind: str  # "ddp", "fsdp", "zero" (ZeRO-1/2), "zero3" or "one" (a single GPU)
+    comm_s: float  # the pass's collectives' whole buffers at the link's rate (T); 0 without any
     layers: int
     compiled: bool
     work_s: float
     measured_s: float
     label: str
+    cell: str = ""  # model x GPU x count: a kind's k needs MIN_CELLS of them ("": the sample is its own)
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,9 @@ def calibrate(samples: Sequence[Sample]) -> Floors:
     per_comm: dict[str, float] = {}
     for kind in sorted({s.kind for s in samples if s.comm_s}):
         mine = [s for s in samples if s.kind == kind]
+        if len({s.cell or s.label for s in mine}) < MIN_CELLS:
+            per_comm[kind] = 0.0
+            continue
         per_comm[kind] = min(PER_COMM_GRID, key=lambda v: (_error(mine, Floors(c, {kind: v})), v))
     fitted = Floors(c, per_comm)
     shown = [s for s in samples if fitted.passes(s) > 1.05 * s.work_s]

@@ -194,7 +194,8 @@ class Predictor:
                 continue
             kind, comm, layers, compiled = p.terms["floor_inputs"]
             out.append(pass_floors.Sample(kind, comm, layers, compiled, p.pass_s, float(r["pass_s"]),
-                                          f"{model.id} {methods.label} {r['num_gpus']}x{gpu.id} mb {mb}"))
+                                          f"{model.id} {methods.label} {r['num_gpus']}x{gpu.id} mb {mb}",
+                                          f"{model.id} {r['num_gpus']}x{gpu.id}"))
         return out
 
     @staticmethod
@@ -411,9 +412,10 @@ class Predictor:
         # What a pass takes at least (engine/predict/floors.py): its collectives at the GPUs' own peer links
         # (fitted there; over host memory or a network the overlap above holds alone) and a compiled pass's issue
         compiled = space.uses_compile(methods, model.compile)
-        comm_own = cb_pass / own_link if cb_pass and gpu.p2p and nodes == 1 else 0.0
+        # (the whole buffers: the floor does not shrink with the ring's (N-1)/N share, floors.py says why)
+        comm_own = cb_pass * num_gpus / (num_gpus - 1) / own_link if cb_pass and gpu.p2p and nodes == 1 else 0.0
         fl = self.floors if floor else None
-        floor_kind = ck if num_gpus > 1 else "one"
+        floor_kind = ("zero3" if ck == "zero" and methods.stage == 3 else ck) if num_gpus > 1 else "one"
         floor_s = fl.floor_s(floor_kind, comm_own, s.layers, compiled) if fl is not None else 0.0
         work_s = pass_s
         pass_s = pass_floors.floored(work_s, floor_s)
