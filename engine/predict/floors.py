@@ -9,8 +9,8 @@ docs/measurements.md). Two things a pass cannot go below, whatever its micro-bat
   runs, and the copies and casts FSDP does around them run on the compute stream (pytorch/pytorch
   _fsdp_collectives.py); k x T, k per kind, fitted, T the collectives' whole buffers at the link's rate (not the
   (N-1)/N a ring sends: Pythia-6.9B's ZeRO-3 pass floors at about 0.6 s on 2 and on 4 H200s alike, where the ring
-  share grows 1.5x; counted so, the floor-bound cells held out came within 19%, against 58% with the share). ZeRO-3
-  is a kind apart from ZeRO-1/2 (it gathers every module's weights in every pass, through hooks; 1/2 once a step);
+  share grows 1.5x). ZeRO-3 is a kind apart from ZeRO-1/2 (it gathers every module's weights in every pass,
+  through hooks; 1/2 once a step);
 - the host issuing a compiled pass's kernels (launches, per-module hooks): c x layers, fitted on rows with no
   collective in the pass (one GPU, DDP). Uncompiled rows set none: the eager rows at small micro-batches are
   their own fits' basis and say nothing apart from it.
@@ -21,11 +21,18 @@ micro-batch 1 and Llama-3.2-1B FSDP-3 at 2 on 2 x H200; the sum, fitted on the s
 The pass is the larger of its work W and its floor F, with a soft corner where they meet (two streams of work
 that overlap, the step waiting for the longer, and less than perfectly where they are close):
 
-    pass = (W^3 + F^3)^(1/3),   F = c x layers (compiled) + k_kind x T
+    pass = (W^3 + F^3)^(1/3),   F = c x layers (compiled) + a_kind x layers + k_kind x T
 
-At W = 4F the pass is 1.6% above W; at W = F, 26%. c and each k are fitted by least squares on the logarithm of
+a_kind is what a sharded kind costs the host per layer beyond that, whatever the bytes: DeepSpeed's ZeRO-3 fetches
+and releases every module's weights through hooks, uncompiled, and floors at about 20-30 ms a layer on the 4 x H200
+host whatever the model's width (Pythia-1B 0.37 s a pass at micro-batch 1 over 16 layers, Pythia-2.8B 0.75 s and
+Pythia-6.9B 0.61 s over 32, Qwen2.5-1.5B 0.80 s over 28: 2026-11-28, docs/measurements.md), where its bytes alone
+predicted 66-82% too fast. With the rows of 2026-11-28, the 17 floor-bound configurations held out by cell come
+within 9% (median) and 32% (worst); with the bytes alone, 13% and 156%.
+
+At W = 4F the pass is 1.6% above W; at W = F, 26%. c, each a and each k are fitted by least squares on the logarithm of
 the measured passes over the predictor's W for the same rows (the machine's own links, no offloading, no
-methods beyond the paper's), on a grid; a value no row asks for is 0 and changes nothing, and so is a kind's k
+methods beyond the paper's), on a grid; a value no row asks for is 0 and changes nothing, and so are a kind's a and k
 whose rows come from fewer than MIN_CELLS cells (a lone cell's misfit of its work is not a floor: with the H200
 rows held out, ZeRO-3's k went to the grid's end on one 4 x H100 row and predicted the H200s' 3-4x too slow).
 No torch here.
@@ -40,6 +47,10 @@ from typing import Mapping, Sequence
 P = 3  # the soft corner's norm
 PER_LAYER_GRID = tuple(i * 1e-4 for i in range(0, 101))  # c: 0 to 10 ms a layer, by 0.1 ms
 PER_COMM_GRID = tuple(i * 0.05 for i in range(0, 401))  # k: 0 to 20 x the collectives' time, by 0.05
+PER_KIND_LAYER_GRID = tuple(i * 5e-4 for i in range(0, 101))  # a: 0 to 50 ms a layer, by 0.5 ms
+# a and k together: every pair on the grids taken 5 and 2 steps at a time, then every pair within those steps of
+# the best (one at a time goes astray: the first fitted takes what the other should)
+COARSE = 5, 2
 MIN_CELLS = 2  # a kind's k from rows of at least this many cells (model x GPU x count), else none
 
 
@@ -68,21 +79,25 @@ class Sample:
 class Floors:
     per_layer_s: float = 0.0  # c: a compiled pass's host time per layer
     per_comm: Mapping[str, float] = field(default_factory=dict)  # k per kind
+    per_kind_layer: Mapping[str, float] = field(default_factory=dict)  # a per kind: its host time a layer
     note: str = "no floor (nothing measured at a micro-batch small enough to show one)"
     samples: int = 0
 
     def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool) -> float:
-        return self.per_comm.get(kind, 0.0) * comm_s + (self.per_layer_s * layers if compiled else 0.0)
+        return (self.per_comm.get(kind, 0.0) * comm_s + self.per_kind_layer.get(kind, 0.0) * layers
+                + (self.per_layer_s * layers if compiled else 0.0))
 
     def passes(self, s: Sample) -> float:
         """What a measured pass takes by this floor: its work, floored."""
         return floored(s.work_s, self.floor_s(s.kind, s.comm_s, s.layers, s.compiled))
 
     def words(self, kind: str, comm_s: float, layers: int, compiled: bool) -> str:
-        k, c = self.per_comm.get(kind, 0.0), self.per_layer_s
+        k, c, a = self.per_comm.get(kind, 0.0), self.per_layer_s, self.per_kind_layer.get(kind, 0.0)
         parts = []
         if k and comm_s:
             parts.append(f"{k:.2f} x the collectives' {comm_s:.3f} s = {k * comm_s:.3f} s")
+        if a:
+            parts.append(f"{a * 1e3:.1f} ms x {layers} layers ({kind}'s per-layer gathers and hooks) = {a * layers:.3f} s")
         if c and compiled:
             parts.append(f"{c * 1e3:.1f} ms x {layers} layers (issuing a compiled pass) = {c * layers:.3f} s")
         return " + ".join(parts)
@@ -92,24 +107,43 @@ def _error(samples: Sequence[Sample], floors: "Floors") -> float:
     return sum(math.log(floors.passes(s) / s.measured_s) ** 2 for s in samples)
 
 
+def _fit_kind(mine: Sequence[Sample], c: float) -> tuple[float, float]:
+    """(k, a) for one kind's samples, c held: least squares in log over the two grids."""
+    host = [c * s.layers if s.compiled else 0.0 for s in mine]
+
+    def err(i: int, j: int) -> float:
+        k, a = PER_COMM_GRID[i], PER_KIND_LAYER_GRID[j]
+        return sum(math.log(floored(s.work_s, k * s.comm_s + a * s.layers + h) / s.measured_s) ** 2
+                   for s, h in zip(mine, host))
+
+    nk, na = len(PER_COMM_GRID), len(PER_KIND_LAYER_GRID)
+    sk, sa = COARSE
+    i, j = min(((i, j) for i in range(0, nk, sk) for j in range(0, na, sa)), key=lambda ij: (err(*ij), ij))
+    i, j = min(((x, y) for x in range(max(0, i - sk), min(nk, i + sk + 1))
+                for y in range(max(0, j - sa), min(na, j + sa + 1))), key=lambda ij: (err(*ij), ij))
+    return PER_COMM_GRID[i], PER_KIND_LAYER_GRID[j]
+
+
 def calibrate(samples: Sequence[Sample]) -> Floors:
-    """c on the rows with no collective in the pass (compiled), then k per kind on that kind's rows, c held."""
+    """c on the rows with no collective in the pass (compiled), then a and k per kind on that kind's rows, c held."""
     samples = [s for s in samples if s.work_s > 0 and s.measured_s > 0]
     if not samples:
         return Floors()
     plain = [s for s in samples if s.compiled and not s.comm_s]
     c = min(PER_LAYER_GRID, key=lambda v: (_error(plain, Floors(v)), v)) if plain else 0.0
     per_comm: dict[str, float] = {}
+    per_kind_layer: dict[str, float] = {}
     for kind in sorted({s.kind for s in samples if s.comm_s}):
         mine = [s for s in samples if s.kind == kind]
-        if len({s.cell or s.label for s in mine}) < MIN_CELLS:
-            per_comm[kind] = 0.0
-            continue
-        per_comm[kind] = min(PER_COMM_GRID, key=lambda v: (_error(mine, Floors(c, {kind: v})), v))
-    fitted = Floors(c, per_comm)
+        k = a = 0.0
+        if len({s.cell or s.label for s in mine}) >= MIN_CELLS:
+            k, a = _fit_kind(mine, c)
+        per_comm[kind], per_kind_layer[kind] = k, a
+    fitted = Floors(c, per_comm, per_kind_layer)
     shown = [s for s in samples if fitted.passes(s) > 1.05 * s.work_s]
     note = (f"fitted on {len(samples)} measured passes ({len(plain)} without collectives): a compiled pass's host "
             f"time {c * 1e3:.1f} ms a layer; collectives x " + ", ".join(f"{k} {v:.2f}" for k, v in per_comm.items())
+            + "; per layer " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per_kind_layer.items())
             + (f"; it raises {len(shown)} of them by more than 5%: " + ", ".join(s.label for s in shown[:6])
                + (", ..." if len(shown) > 6 else "") if shown else ""))
-    return Floors(c, per_comm, note, len(samples))
+    return Floors(c, per_comm, per_kind_layer, note, len(samples))
