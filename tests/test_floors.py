@@ -153,3 +153,18 @@ def test_the_collective_floor_takes_whole_buffers_and_zero3_apart(predictor):
     assert predictor.predict("pythia-6.9b", "h200", 4, by["zero1"], max_micro_batch=1).terms["floor_inputs"][0] == "zero"
     # ZeRO-3 at micro-batches 1-2 on 2 and 4 H200s: a floor per layer (its hooks), whatever its bytes
     assert predictor.floors.per_kind_layer.get("zero3", 0) > 0.005
+
+
+def test_a_floor_probe_is_held_out_only_where_other_probes_remain():
+    """Every capped row is on H200 hosts: holding the H200 out takes the floor with it, so its probes are not
+    'another GPU' cases there (they would test no floor at all), but are held out by cell."""
+    from engine.predict.validate import held_out_cases
+
+    presets = load_presets(include_user=False)
+    with Store.open(shipped_db(), read_only=True, create=False, presets=presets) as s:
+        rows = [r for r in evidence_rows([s]) if r["model"] == "pythia-1b"]
+    assert {r["gpu"] for r in rows if r.get("source") == "measured"} >= {"h100", "h200"}
+    cases = held_out_cases(rows, presets)
+    capped = [c for c in cases if "(micro-batch at most" in c.label]
+    assert any(c.scheme == "cell" for c in capped)
+    assert not any(c.scheme == "gpu" for c in capped)
