@@ -171,3 +171,11 @@ def test_floor_bound_cases_are_pooled_apart_and_a_floor_bound_prediction_takes_t
     assert w == iv.UNCALIBRATED_W and "wide" in what and "fewer than" in what
     rows = {r["kind"]: r for r in iv.coverage(plain + floor)}
     assert rows[iv.FLOOR_BOUND]["cases"] == 10 and list(rows)[-1] == iv.FLOOR_BOUND
+
+
+def test_a_single_cell_architectures_own_width_leaves_its_floor_bound_cases_out():
+    """The floor-bound cases are pooled apart: they neither narrow nor widen an architecture's own width."""
+    ev = Evidence(frozenset({("Q", "h200", 2), ("GPTNeoX", "h100", 1), ("GPTNeoX", "h200", 1)}))
+    plain = [Case("cell", FAMILY, "Q", "q", "h200", 2, f"s{k}", 1 + 0.3 + 0.01 * k, 1.0) for k in range(10)]
+    floor = [Case("cell", FAMILY, "Q", "q", "h200", 2, f"f{k}", 1.01, 1.0, floor_bound=True) for k in range(30)]
+    assert iv.calibrate(plain + floor, ev).single_cell["Q"] == pytest.approx(iv.calibrate(plain, ev).single_cell["Q"])

@@ -162,3 +162,11 @@ def test_the_verdict_names_the_cell_whose_measurement_narrows_the_pick_most():
     assert "Only measuring the pick itself (1 x RTX6000ADA) narrows its interval" in text
     # a measured option: nothing to narrow
     assert narrowing(_row("h100", 8, 285_000, 5.1), "pythia-1b", presets, cells, cal) is None
+    # a floor-bound pick (a small micro-batch) keeps the floor-bound width whatever is measured elsewhere: no
+    # measurement promises it narrower than that
+    from engine.predict.intervals import FLOOR_BOUND
+
+    floored = Intervals({**cal.widths, FLOOR_BOUND: 0.25}, {**cal.cases, FLOOR_BOUND: 50})
+    nw = narrowing(dict(row, interval_parts='{"model": 0.25, "generation": 0.0, "cap": 0.0}', floor_lift=1.6),
+                   "pythia-1b", presets, cells, floored)
+    assert nw["width_after"] is None  # 1 x H100NVL would give 'other count', but the floor's width stays

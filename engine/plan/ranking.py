@@ -176,6 +176,11 @@ options AS (
                 THEN json_extract_string(b.provenance, '$.predicted.interval_parts') END AS interval_parts,
            CASE WHEN b.source = 'predicted' AND json_valid(b.provenance)
                 THEN json_extract_string(b.provenance, '$.predicted.kind') END AS kind,
+           -- how far the floor lifts its pass, and whether the floor was seen on this GPU (intervals.FLOOR_LIFT)
+           CASE WHEN b.source = 'predicted' AND json_valid(b.provenance)
+                THEN TRY_CAST(json_extract_string(b.provenance, '$.predicted.floor_lift') AS DOUBLE) END AS floor_lift,
+           CASE WHEN b.source = 'predicted' AND json_valid(b.provenance)
+                THEN json_extract_string(b.provenance, '$.predicted.floor_elsewhere') = 'true' END AS floor_elsewhere,
            CASE WHEN o.system IS NULL THEN 'no-system' WHEN b.days IS NOT NULL THEN 'ok'
                 WHEN tr.refused_any THEN 'refused' WHEN tr.implausible_any THEN 'implausible'
                 ELSE 'infeasible' END AS status

@@ -98,7 +98,7 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
     another GPU says nothing about them). None for a figure that is not a calibrated prediction."""
     import math
 
-    from engine.predict.intervals import Evidence
+    from engine.predict.intervals import FLOOR_LIFT, Evidence
     from engine.predict.memory import arch_of
 
     parts = row.get("interval_parts")
@@ -110,6 +110,10 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
         parts = json.loads(parts)
     arch = arch_of(presets.models[model])
     gpu, n, off = row["gpu"], int(row["num_gpus"]), bool(row.get("offloading"))
+    # a pass its floor sets keeps the floor-bound width whatever is measured (engine/predict/intervals.py)
+    lift = row.get("floor_lift")
+    floor_bound = isinstance(lift, (int, float)) and lift > FLOOR_LIFT
+    elsewhere = bool(row.get("floor_elsewhere"))
 
     def total(w_model: float) -> float:
         return math.hypot(w_model, parts.get("generation", 0.0)) + parts.get("cap", 0.0)
@@ -125,7 +129,7 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
         after_cells = cells | {(arch, g, k)}
         ev = Evidence(after_cells)
         kind = ev.evidence(arch, gpu, n)
-        w, _ = intervals.width(kind, off)
+        w, _ = intervals.width(kind, off, floor_bound, elsewhere)
         if ev.arch_cells(arch) <= 1 and arch in intervals.single_cell:
             w = max(w, intervals.single_cell[arch])
         after = total(w)

@@ -27,8 +27,10 @@ a_kind is what a sharded kind costs the host per layer beyond that, whatever the
 and releases every module's weights through hooks, uncompiled, and floors at about 20-30 ms a layer on the 4 x H200
 host whatever the model's width (Pythia-1B 0.37 s a pass at micro-batch 1 over 16 layers, Pythia-2.8B 0.75 s and
 Pythia-6.9B 0.61 s over 32, Qwen2.5-1.5B 0.80 s over 28: 2026-11-28, docs/measurements.md), where its bytes alone
-predicted 66-82% too fast. With the rows of 2026-11-28, the 17 floor-bound configurations held out by cell come
-within 9% (median) and 32% (worst); with the bytes alone, 13% and 156%.
+predicted 66-82% too fast. With the rows of 2026-11-28, the 24 floor-bound configurations held out by cell come
+within 7.8% (median) and 29% (worst); with the bytes alone (no a), 13% and 519%. A kind's part (a and k) holds
+where it was fitted, over one node's peer links: over a network, host memory or GPUs without peer access it is left
+out and the compiled issue's part alone stays (Floors.floor_s).
 
 At W = 4F the pass is 1.6% above W; at W = F, 26%. c, each a and each k are fitted by least squares on the logarithm of
 the measured passes over the predictor's W for the same rows (the machine's own links, no offloading, no
@@ -48,9 +50,9 @@ P = 3  # the soft corner's norm
 PER_LAYER_GRID = tuple(i * 1e-4 for i in range(0, 101))  # c: 0 to 10 ms a layer, by 0.1 ms
 PER_COMM_GRID = tuple(i * 0.05 for i in range(0, 401))  # k: 0 to 20 x the collectives' time, by 0.05
 PER_KIND_LAYER_GRID = tuple(i * 5e-4 for i in range(0, 101))  # a: 0 to 50 ms a layer, by 0.5 ms
-# a and k together: every pair on the grids taken 5 and 2 steps at a time, then every pair within those steps of
+# a and k together: every pair on the grids taken 10 and 4 steps at a time, then every pair within those steps of
 # the best (one at a time goes astray: the first fitted takes what the other should)
-COARSE = 5, 2
+COARSE = 10, 4
 MIN_CELLS = 2  # a kind's k from rows of at least this many cells (model x GPU x count), else none
 
 
@@ -73,6 +75,7 @@ class Sample:
     measured_s: float
     label: str
     cell: str = ""  # model x GPU x count: a kind's k needs MIN_CELLS of them ("": the sample is its own)
+    gpu: str = ""  # its GPU type: where the floor was seen (Floors.seen)
 
 
 @dataclass(frozen=True)
@@ -80,12 +83,20 @@ class Floors:
     per_layer_s: float = 0.0  # c: a compiled pass's host time per layer
     per_comm: Mapping[str, float] = field(default_factory=dict)  # k per kind
     per_kind_layer: Mapping[str, float] = field(default_factory=dict)  # a per kind: its host time a layer
+    # per kind, the GPU types whose measured passes it raised by more than 5%: where the floor was seen at all
+    seen: Mapping[str, frozenset] = field(default_factory=dict)
     note: str = "no floor (nothing measured at a micro-batch small enough to show one)"
     samples: int = 0
 
-    def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool) -> float:
-        return (self.per_comm.get(kind, 0.0) * comm_s + self.per_kind_layer.get(kind, 0.0) * layers
-                + (self.per_layer_s * layers if compiled else 0.0))
+    def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool, own_links: bool = True) -> float:
+        """F; `own_links` False (over a network, host memory, or GPUs without peer access: not where a or k was
+        fitted) leaves the kind's part out, the compiled issue's in."""
+        kind_part = self.per_comm.get(kind, 0.0) * comm_s + self.per_kind_layer.get(kind, 0.0) * layers
+        return (kind_part if own_links else 0.0) + (self.per_layer_s * layers if compiled else 0.0)
+
+    def seen_on(self, kind: str, gpu: str) -> bool:
+        """Whether this kind's floor (or, for a kind without one, the compiled issue's) was seen on this GPU type."""
+        return gpu in self.seen.get(kind if self.per_comm.get(kind) or self.per_kind_layer.get(kind) else "", ())
 
     def passes(self, s: Sample) -> float:
         """What a measured pass takes by this floor: its work, floored."""
@@ -97,7 +108,7 @@ class Floors:
         if k and comm_s:
             parts.append(f"{k:.2f} x the collectives' {comm_s:.3f} s = {k * comm_s:.3f} s")
         if a:
-            parts.append(f"{a * 1e3:.1f} ms x {layers} layers ({kind}'s per-layer gathers and hooks) = {a * layers:.3f} s")
+            parts.append(f"{a * 1e3:.1f} ms x {layers} layers ({kind}'s host time a layer) = {a * layers:.3f} s")
         if c and compiled:
             parts.append(f"{c * 1e3:.1f} ms x {layers} layers (issuing a compiled pass) = {c * layers:.3f} s")
         return " + ".join(parts)
@@ -108,13 +119,18 @@ def _error(samples: Sequence[Sample], floors: "Floors") -> float:
 
 
 def _fit_kind(mine: Sequence[Sample], c: float) -> tuple[float, float]:
-    """(k, a) for one kind's samples, c held: least squares in log over the two grids."""
-    host = [c * s.layers if s.compiled else 0.0 for s in mine]
+    """(k, a) for one kind's samples, c held: least squares in log over the two grids (the pass's log written
+    out: log((W^3 + F^3)^(1/3)) = log(W^3 + F^3) / 3, the same as floored's)."""
+    rows = [(s.work_s ** P, c * s.layers if s.compiled else 0.0, s.comm_s, s.layers, math.log(s.measured_s))
+            for s in mine]
 
     def err(i: int, j: int) -> float:
         k, a = PER_COMM_GRID[i], PER_KIND_LAYER_GRID[j]
-        return sum(math.log(floored(s.work_s, k * s.comm_s + a * s.layers + h) / s.measured_s) ** 2
-                   for s, h in zip(mine, host))
+        total = 0.0
+        for w3, host, comm, layers, measured in rows:
+            f = k * comm + a * layers + host
+            total += (math.log(w3 + f ** P) / P - measured) ** 2
+        return total
 
     nk, na = len(PER_COMM_GRID), len(PER_KIND_LAYER_GRID)
     sk, sa = COARSE
@@ -141,9 +157,15 @@ def calibrate(samples: Sequence[Sample]) -> Floors:
         per_comm[kind], per_kind_layer[kind] = k, a
     fitted = Floors(c, per_comm, per_kind_layer)
     shown = [s for s in samples if fitted.passes(s) > 1.05 * s.work_s]
+    seen: dict[str, set] = {}
+    for s in shown:
+        # a kind with its own floor is seen where its rows showed it; the compiled issue ("") wherever any did
+        own = s.kind if per_comm.get(s.kind) or per_kind_layer.get(s.kind) else ""
+        seen.setdefault(own, set()).add(s.gpu)
+        seen.setdefault("", set()).add(s.gpu)
     note = (f"fitted on {len(samples)} measured passes ({len(plain)} without collectives): a compiled pass's host "
             f"time {c * 1e3:.1f} ms a layer; collectives x " + ", ".join(f"{k} {v:.2f}" for k, v in per_comm.items())
             + "; per layer " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per_kind_layer.items())
             + (f"; it raises {len(shown)} of them by more than 5%: " + ", ".join(s.label for s in shown[:6])
                + (", ..." if len(shown) > 6 else "") if shown else ""))
-    return Floors(c, per_comm, per_kind_layer, note, len(samples))
+    return Floors(c, per_comm, per_kind_layer, {k: frozenset(v) for k, v in seen.items()}, note, len(samples))

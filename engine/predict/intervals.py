@@ -113,6 +113,7 @@ class Case:
     predicted_days: float
     actual_days: float
     floor_bound: bool = False  # its pass was set by its floor (FLOOR_LIFT): pooled in FLOOR_BOUND
+    floor_elsewhere: bool = False  # ... and its floor was never seen on its GPU type: widened as another GPU's
 
     @property
     def group(self) -> str:
@@ -134,15 +135,20 @@ class Intervals:
     level: float = LEVEL
     note: str = ""
 
-    def width(self, evidence: str, offloading: bool, floor_bound: bool = False) -> tuple[float, str]:
+    def width(self, evidence: str, offloading: bool, floor_bound: bool = False,
+              floor_elsewhere: bool = False) -> tuple[float, str]:
         """(w, the kind whose cases set it): this kind's, else the next wider kind's with enough cases; a
-        floor-bound prediction the wider of that and the floor-bound cases' (a wide guess, "", short of them)."""
+        floor-bound prediction the wider of that and the floor-bound cases' (a wide guess, "", short of them),
+        and where its floor was never seen on its GPU type (`floor_elsewhere`), that with another GPU's width in
+        quadrature: the floor's host and links are that GPU's, and no probe of them says how it transfers."""
         w, k = self._evidence_width(evidence, offloading)
         if floor_bound:
             if self.cases.get(FLOOR_BOUND, 0) >= MIN_CASES and FLOOR_BOUND in self.widths:
                 wf, kf = self.widths[FLOOR_BOUND], FLOOR_BOUND
             else:
                 wf, kf = UNCALIBRATED_W, ""
+            if floor_elsewhere:
+                wf = math.hypot(wf, self._evidence_width(OTHER_GPU, offloading)[0])
             if wf > w:
                 return wf, kf
         return w, k
@@ -159,22 +165,28 @@ class Intervals:
                 return w, k
         return UNCALIBRATED_W, ""
 
-    def for_prediction(self, arch: str, evidence: str, offloading: bool,
-                       lift: float = 1.0) -> tuple[float, str]:
-        """The width for one prediction and the words for it (`lift`: how far its floor raises its pass)."""
+    def for_prediction(self, arch: str, evidence: str, offloading: bool, lift: float = 1.0,
+                       floor_elsewhere: bool = False) -> tuple[float, str]:
+        """The width for one prediction and the words for it (`lift`: how far its floor raises its pass;
+        `floor_elsewhere`: its floor was never seen on this GPU type)."""
         floor_bound = lift > FLOOR_LIFT
-        w, k = self.width(evidence, offloading, floor_bound)
+        w, k = self.width(evidence, offloading, floor_bound, floor_elsewhere)
         kind = kind_name(evidence, offloading)
+        elsewhere = (" and, the floor never measured on this GPU type, another GPU's width in quadrature"
+                     if floor_elsewhere else "")
         if floor_bound and k in (FLOOR_BOUND, ""):
             what = (f"{kind}, floor-bound: its pass is {lift:.2f}x its GPU work (a small micro-batch: the host's "
                     "issue and the collectives set it), so "
                     + (f"the {self.level:.0%} interval of the floor-bound held-out cases ({self.cases[k]})" if k else
-                       f"a wide {math.exp(w):.1f}x guess (fewer than {MIN_CASES} floor-bound held-out cases)"))
+                       f"a wide {math.exp(w):.1f}x guess (fewer than {MIN_CASES} floor-bound held-out cases)")
+                    + elsewhere)
         elif not k:
             what = f"{kind}: no held-out case of this kind or a wider one, so a wide {math.exp(w):.1f}x guess"
         else:
             what = (f"{self.level:.0%} interval for '{kind}'"
                     + (f" (from '{k}', {self.cases[k]} held-out cases)" if k != kind else f" ({self.cases[k]} held-out cases)"))
+            if floor_bound:
+                what += f"; floor-bound (its pass {lift:.2f}x its GPU work), this kind the wider"
         own = self.single_cell.get(arch)
         if own is not None and own > w:
             w = own
@@ -217,7 +229,7 @@ def calibrate(cases: Sequence[Case], evidence: "Evidence | None" = None) -> Inte
     if evidence is not None:
         for arch in sorted({c.arch for c in cases}):
             if evidence.arch_cells(arch) == 1:
-                own = [abs(c.log_error) for c in cases if c.arch == arch]
+                own = [abs(c.log_error) for c in cases if c.arch == arch and not c.floor_bound]
                 w = conformal_width(own)
                 if w is not None:
                     single[arch] = w
@@ -238,7 +250,7 @@ def coverage(cases: Sequence[Case], evidence: "Evidence | None" = None) -> list[
             rest = [x for x in cases if x.model != c.model]
             iv = calibrate(rest)
             ev, off = _split(c.kind)
-            w, _ = iv.width(ev, off, c.floor_bound)
+            w, _ = iv.width(ev, off, c.floor_bound, c.floor_elsewhere)
             widths.append(w)
             inside += abs(c.log_error) <= w
         cov = inside / len(mine)

@@ -192,10 +192,10 @@ class Predictor:
                 continue
             if not p.feasible or p.micro_batch != mb or not p.pass_s:
                 continue
-            kind, comm, layers, compiled = p.terms["floor_inputs"]
+            kind, comm, layers, compiled, _ = p.terms["floor_inputs"]
             out.append(pass_floors.Sample(kind, comm, layers, compiled, p.pass_s, float(r["pass_s"]),
                                           f"{model.id} {methods.label} {r['num_gpus']}x{gpu.id} mb {mb}",
-                                          f"{model.id} {r['num_gpus']}x{gpu.id}"))
+                                          f"{model.id} {r['num_gpus']}x{gpu.id}", gpu.id))
         return out
 
     @staticmethod
@@ -413,10 +413,11 @@ class Predictor:
         # (fitted there; over host memory or a network the overlap above holds alone) and a compiled pass's issue
         compiled = space.uses_compile(methods, model.compile)
         # (the whole buffers: the floor does not shrink with the ring's (N-1)/N share, floors.py says why)
-        comm_own = cb_pass * num_gpus / (num_gpus - 1) / own_link if cb_pass and gpu.p2p and nodes == 1 else 0.0
+        own_links = bool(gpu.p2p and nodes == 1) or num_gpus == 1  # where a kind's floor was fitted
+        comm_own = cb_pass * num_gpus / (num_gpus - 1) / own_link if cb_pass and own_links else 0.0
         fl = self.floors if floor else None
         floor_kind = ("zero3" if ck == "zero" and methods.stage == 3 else ck) if num_gpus > 1 else "one"
-        floor_s = fl.floor_s(floor_kind, comm_own, s.layers, compiled) if fl is not None else 0.0
+        floor_s = fl.floor_s(floor_kind, comm_own, s.layers, compiled, own_links) if fl is not None else 0.0
         work_s = pass_s
         pass_s = pass_floors.floored(work_s, floor_s)
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
@@ -485,7 +486,8 @@ class Predictor:
             slowest = formulas.training_days(step_at(network.node_bytes_per_s / 2), model.training.steps)
         if self.intervals is not None:
             band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line,
-                                         borrowed=card_from if card_from not in (None, gpu.id) else None, lift=lift)
+                                         borrowed=card_from if card_from not in (None, gpu.id) else None, lift=lift,
+                                         floor_elsewhere=fl is not None and not fl.seen_on(floor_kind, gpu.id))
             for factors, what in widen:  # a measurement narrows them
                 band = _widened(band, factors, what)
                 parts = {**parts, "model": math.hypot(parts["model"], math.log(max(factors[1], 1 / factors[0])))}
@@ -532,8 +534,10 @@ class Predictor:
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
             "pass_work_s": work_s, "pass_floor_s": floor_s, "floor_lift": lift,
-            "floor_inputs": (floor_kind, comm_own, s.layers, compiled),  # what floors.Floors.floor_s reads
-            "pass_floor_words": fl.words(floor_kind, comm_own, s.layers, compiled) if fl is not None else "",
+            "floor_elsewhere": fl is not None and lift > FLOOR_LIFT and not fl.seen_on(floor_kind, gpu.id),
+            "floor_inputs": (floor_kind, comm_own, s.layers, compiled, own_links),  # what Floors.floor_s reads
+            "pass_floor_words": (fl.words(floor_kind if own_links else "", comm_own, s.layers, compiled)
+                                 if fl is not None else ""),
         })
         ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
@@ -546,14 +550,15 @@ class Predictor:
         return p
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
-                  excess: float, borrowed: str | None = None, lift: float = 1.0) -> tuple[Band, dict[str, float]]:
+                  excess: float, borrowed: str | None = None, lift: float = 1.0,
+                  floor_elsewhere: bool = False) -> tuple[Band, dict[str, float]]:
         """The calibrated interval around the point (engine/predict/intervals.py): the kind's width; a GPU
         generation our measurements are not on adds its own held-out width in quadrature (a card whose speed
         is borrowed from the card on its chip takes it as any card without rows of its own does); a figure
         held at the generation's line adds how far past the line the time model put it (the cap hides that
         much), on both sides, so the point stays the middle. A pass its floor sets (`lift` over its work past
         intervals.FLOOR_LIFT) is at least as wide as the floor-bound held-out cases."""
-        w, what = self.intervals.for_prediction(arch, evidence, offloading, lift)
+        w, what = self.intervals.for_prediction(arch, evidence, offloading, lift, floor_elsewhere)
         parts = {"model": w, "generation": 0.0, "cap": 0.0}  # log widths: what a measurement could narrow
         if gen is not None and gen.id != BASE and self.generations is not None:
             if gen.id not in self._gen_w:

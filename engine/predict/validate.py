@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from engine.data import space
 from engine.data.errors import PlannerError
 from engine.data.links import HOST_STAGED
+from engine.data.runs import on_run
 from engine.data.presets import Presets
 from engine.predict import calibration, memory
 from engine.predict import intervals as iv
@@ -231,7 +232,8 @@ def held_out_cases(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[
             kind = iv.kind_name(ev.evidence(b.arch, b.gpu, b.num_gpus), methods.offloading)
             label = methods.label + (f" (micro-batch at most {cap})" if cap else "")
             cases.append(iv.Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, label, p.days, actual,
-                                 floor_bound=p.terms.get("floor_lift", 1.0) > iv.FLOOR_LIFT))
+                                 floor_bound=p.terms.get("floor_lift", 1.0) > iv.FLOOR_LIFT,
+                                 floor_elsewhere=bool(p.terms.get("floor_elsewhere"))))
     return cases
 
 
@@ -264,6 +266,8 @@ def _capped_targets(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list
         except PlannerError:
             continue
         n = int(r["num_gpus"]) * int(r.get("num_nodes") or 1)
+        if not on_run(r, model) or not space.is_valid(methods, n):
+            continue  # the model on another run of it (another step), or a setting this count cannot have
         group = group_of(model, methods, dense_causal_mask_of(r, model, methods))
         out.append((_Target(memory.arch_of(model), r["model"], r["gpu"], n, float(r["days"]), cap), methods, group))
     return out
