@@ -71,8 +71,10 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
              "wall-clock days for the whole run: the step time x the run's steps.",
              "what your deadline is measured against."),
         Term("band", "a prediction's low-high days",
-             "the range a predicted figure is expected to fall in, from how far predictions missed real "
-             "measurements (leave-one-out); measured and paper figures have none.",
+             "an 80% interval, the figure its middle: 8 in 10 held-out measurements of the same kind of "
+             "extrapolation fell inside (the model measured on this GPU or not, at this count or not, offloaded; "
+             "floor-bound: a small micro-batch, whose pass the host and the collectives set, not the GPU's work). "
+             "Measured and paper figures have none.",
              "if the deadline matters, plan on the band's top, not the middle."),
         Term("MFU", "model FLOPs utilisation",
              "the share of the GPU's peak 16-bit math the training actually uses; 40-55% is good.",
