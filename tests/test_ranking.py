@@ -234,3 +234,17 @@ def test_rank_command_json(capsys):
     assert h100["source"] == "measured" and h100["status"] == "no-system"  # measured, but not sold alone
     assert main(["rank", "--model", "pythia-1b", "--budget", "0"]) == 2
     assert main(["rank", "--model", "pythia-1b", "--budget", "10", "--price", "h100"]) == 2
+
+
+def test_a_predictions_floor_reaches_the_ranking_as_numbers_and_junk_as_nothing(presets):
+    """The ranking reads how far a prediction's floor lifts its pass and whether its floor was measured there (what
+    'what to measure next' keeps a floor-bound pick's width by); a shared file's junk in them reads as nothing."""
+    prov = {"predicted": {"floor_lift": 1.7, "floor_elsewhere": True, "kind": "another GPU + floor-bound"}}
+    junk = {"predicted": {"floor_lift": "abc", "floor_elsewhere": "[1]"}}
+    with Store.open(None) as s:
+        s.add_trials([_pred("rtx6000ada", 4, 20.0, 15.0, 27.0, provenance=json.dumps(prov)),
+                      _pred("a6000", 8, 30.0, 28.0, 50.0, provenance=json.dumps(junk))])
+        cells = _rank(s, presets)
+    ok, bad = cells[("rtx6000ada", 4)], cells[("a6000", 8)]
+    assert ok["floor_lift"] == pytest.approx(1.7) and ok["floor_elsewhere"] is True
+    assert bad["floor_lift"] is None and not bad["floor_elsewhere"]

@@ -73,8 +73,8 @@ GROUPS: tuple[tuple[str, tuple[Term, ...]], ...] = (
         Term("band", "a prediction's low-high days",
              "an 80% interval, the figure its middle: 8 in 10 held-out measurements of the same kind of "
              "extrapolation fell inside (the model measured on this GPU or not, at this count or not, offloaded; "
-             "floor-bound: a small micro-batch, whose pass the host and the collectives set, not the GPU's work). "
-             "Measured and paper figures have none.",
+             "floor-bound: a small micro-batch, whose pass the host and the collectives set, not the GPU's work; "
+             "wider still, unchecked, where that floor was never measured). Measured and paper figures have none.",
              "if the deadline matters, plan on the band's top, not the middle."),
         Term("MFU", "model FLOPs utilisation",
              "the share of the GPU's peak 16-bit math the training actually uses; 40-55% is good.",

@@ -98,7 +98,7 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
     another GPU says nothing about them). None for a figure that is not a calibrated prediction."""
     import math
 
-    from engine.predict.intervals import FLOOR_LIFT, Evidence
+    from engine.predict.intervals import FLOOR_BOUND, FLOOR_LIFT, Evidence
     from engine.predict.memory import arch_of
 
     parts = row.get("interval_parts")
@@ -129,7 +129,9 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
         after_cells = cells | {(arch, g, k)}
         ev = Evidence(after_cells)
         kind = ev.evidence(arch, gpu, n)
-        w, _ = intervals.width(kind, off, floor_bound, elsewhere)
+        w, source = intervals.width(kind, off, floor_bound, elsewhere)
+        if source == FLOOR_BOUND:  # the floor's width, not the evidence kind's, is what it would come to
+            kind = FLOOR_BOUND
         if ev.arch_cells(arch) <= 1 and arch in intervals.single_cell:
             w = max(w, intervals.single_cell[arch])
         after = total(w)

@@ -28,9 +28,11 @@ and releases every module's weights through hooks, uncompiled, and floors at abo
 host whatever the model's width (Pythia-1B 0.37 s a pass at micro-batch 1 over 16 layers, Pythia-2.8B 0.75 s and
 Pythia-6.9B 0.61 s over 32, Qwen2.5-1.5B 0.80 s over 28: 2026-11-28, docs/measurements.md), where its bytes alone
 predicted 66-82% too fast. With the rows of 2026-11-28, the 24 floor-bound configurations held out by cell come
-within 7.8% (median) and 29% (worst); with the bytes alone (no a), 13% and 519%. A kind's part (a and k) holds
-where it was fitted, over one node's peer links: over a network, host memory or GPUs without peer access it is left
-out and the compiled issue's part alone stays (Floors.floor_s).
+within 7.8% (median) and 29% (worst); with the bytes alone (no a), 13% and 519%. The bytes term holds where k was
+fitted, over one node's peer links: over a network, host memory or GPUs without peer access the predictor gives it
+no bytes (comm.py's overlap holds there), while a and c, the host's, stay; such a prediction, an offloaded one, or
+one on a GPU type where the floor never set a pass, is marked as resting on a floor not measured there
+(Floors.seen: its interval adds another GPU's width).
 
 At W = 4F the pass is 1.6% above W; at W = F, 26%. c, each a and each k are fitted by least squares on the logarithm of
 the measured passes over the predictor's W for the same rows (the machine's own links, no offloading, no
@@ -54,6 +56,7 @@ PER_KIND_LAYER_GRID = tuple(i * 5e-4 for i in range(0, 101))  # a: 0 to 50 ms a 
 # the best (one at a time goes astray: the first fitted takes what the other should)
 COARSE = 10, 4
 MIN_CELLS = 2  # a kind's k from rows of at least this many cells (model x GPU x count), else none
+SEEN_LIFT = 1.2  # a floor is seen on a GPU type where it set a measured pass: raised it this much (intervals.FLOOR_LIFT)
 
 
 def floored(work_s: float, floor_s: float) -> float:
@@ -83,16 +86,17 @@ class Floors:
     per_layer_s: float = 0.0  # c: a compiled pass's host time per layer
     per_comm: Mapping[str, float] = field(default_factory=dict)  # k per kind
     per_kind_layer: Mapping[str, float] = field(default_factory=dict)  # a per kind: its host time a layer
-    # per kind, the GPU types whose measured passes it raised by more than 5%: where the floor was seen at all
+    # per kind (its own floor; "" the compiled issue's), the GPU types where it set a measured pass (raised it past
+    # SEEN_LIFT over its work): where that floor was seen at all
     seen: Mapping[str, frozenset] = field(default_factory=dict)
     note: str = "no floor (nothing measured at a micro-batch small enough to show one)"
     samples: int = 0
 
-    def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool, own_links: bool = True) -> float:
-        """F; `own_links` False (over a network, host memory, or GPUs without peer access: not where a or k was
-        fitted) leaves the kind's part out, the compiled issue's in."""
-        kind_part = self.per_comm.get(kind, 0.0) * comm_s + self.per_kind_layer.get(kind, 0.0) * layers
-        return (kind_part if own_links else 0.0) + (self.per_layer_s * layers if compiled else 0.0)
+    def floor_s(self, kind: str, comm_s: float, layers: int, compiled: bool) -> float:
+        """F. (The predictor passes comm_s = 0 off one node's peer links, where k was not fitted; a and c are the
+        host's and stay.)"""
+        return (self.per_comm.get(kind, 0.0) * comm_s + self.per_kind_layer.get(kind, 0.0) * layers
+                + (self.per_layer_s * layers if compiled else 0.0))
 
     def seen_on(self, kind: str, gpu: str) -> bool:
         """Whether this kind's floor (or, for a kind without one, the compiled issue's) was seen on this GPU type."""
@@ -158,11 +162,11 @@ def calibrate(samples: Sequence[Sample]) -> Floors:
     fitted = Floors(c, per_comm, per_kind_layer)
     shown = [s for s in samples if fitted.passes(s) > 1.05 * s.work_s]
     seen: dict[str, set] = {}
-    for s in shown:
-        # a kind with its own floor is seen where its rows showed it; the compiled issue ("") wherever any did
-        own = s.kind if per_comm.get(s.kind) or per_kind_layer.get(s.kind) else ""
-        seen.setdefault(own, set()).add(s.gpu)
-        seen.setdefault("", set()).add(s.gpu)
+    for s in samples:
+        # a kind with its own floor is seen where it set one of its rows' passes; the compiled issue ("") where
+        # it set a pass of a kind without its own
+        if fitted.passes(s) > SEEN_LIFT * s.work_s:
+            seen.setdefault(s.kind if per_comm.get(s.kind) or per_kind_layer.get(s.kind) else "", set()).add(s.gpu)
     note = (f"fitted on {len(samples)} measured passes ({len(plain)} without collectives): a compiled pass's host "
             f"time {c * 1e3:.1f} ms a layer; collectives x " + ", ".join(f"{k} {v:.2f}" for k, v in per_comm.items())
             + "; per layer " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in per_kind_layer.items())

@@ -172,7 +172,8 @@ class Intervals:
         floor_bound = lift > FLOOR_LIFT
         w, k = self.width(evidence, offloading, floor_bound, floor_elsewhere)
         kind = kind_name(evidence, offloading)
-        elsewhere = (" and, the floor never measured on this GPU type, another GPU's width in quadrature"
+        elsewhere = (" and, the floor never measured on this GPU type, its links or offloaded, another GPU's width "
+                     "in quadrature (a widening no held-out case checks: every probe of the floor is on H200s)"
                      if floor_elsewhere else "")
         if floor_bound and k in (FLOOR_BOUND, ""):
             what = (f"{kind}, floor-bound: its pass is {lift:.2f}x its GPU work (a small micro-batch: the host's "

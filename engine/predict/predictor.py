@@ -192,7 +192,7 @@ class Predictor:
                 continue
             if not p.feasible or p.micro_batch != mb or not p.pass_s:
                 continue
-            kind, comm, layers, compiled, _ = p.terms["floor_inputs"]
+            kind, comm, layers, compiled = p.terms["floor_inputs"]
             out.append(pass_floors.Sample(kind, comm, layers, compiled, p.pass_s, float(r["pass_s"]),
                                           f"{model.id} {methods.label} {r['num_gpus']}x{gpu.id} mb {mb}",
                                           f"{model.id} {r['num_gpus']}x{gpu.id}", gpu.id))
@@ -413,11 +413,13 @@ class Predictor:
         # (fitted there; over host memory or a network the overlap above holds alone) and a compiled pass's issue
         compiled = space.uses_compile(methods, model.compile)
         # (the whole buffers: the floor does not shrink with the ring's (N-1)/N share, floors.py says why)
-        own_links = bool(gpu.p2p and nodes == 1) or num_gpus == 1  # where a kind's floor was fitted
-        comm_own = cb_pass * num_gpus / (num_gpus - 1) / own_link if cb_pass and own_links else 0.0
+        peer_links = bool(gpu.p2p and nodes == 1) or num_gpus == 1  # where the floor's bytes term was fitted
+        comm_own = cb_pass * num_gpus / (num_gpus - 1) / own_link if cb_pass and peer_links else 0.0
         fl = self.floors if floor else None
         floor_kind = ("zero3" if ck == "zero" and methods.stage == 3 else ck) if num_gpus > 1 else "one"
-        floor_s = fl.floor_s(floor_kind, comm_own, s.layers, compiled, own_links) if fl is not None else 0.0
+        floor_s = fl.floor_s(floor_kind, comm_own, s.layers, compiled) if fl is not None else 0.0
+        # the floor as fitted: one node's peer links, nothing offloaded, on a GPU type where it set a measured pass
+        floor_elsewhere = fl is not None and (not peer_links or methods.offloading or not fl.seen_on(floor_kind, gpu.id))
         work_s = pass_s
         pass_s = pass_floors.floored(work_s, floor_s)
         opt_bytes = optimizer_bytes(model, methods, num_gpus)
@@ -487,7 +489,7 @@ class Predictor:
         if self.intervals is not None:
             band, parts = self._interval(arch, evidence, methods.offloading, gen, capped, uncapped_mfu / line,
                                          borrowed=card_from if card_from not in (None, gpu.id) else None, lift=lift,
-                                         floor_elsewhere=fl is not None and not fl.seen_on(floor_kind, gpu.id))
+                                         floor_elsewhere=floor_elsewhere)
             for factors, what in widen:  # a measurement narrows them
                 band = _widened(band, factors, what)
                 parts = {**parts, "model": math.hypot(parts["model"], math.log(max(factors[1], 1 / factors[0])))}
@@ -534,10 +536,9 @@ class Predictor:
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
             "pass_work_s": work_s, "pass_floor_s": floor_s, "floor_lift": lift,
-            "floor_elsewhere": fl is not None and lift > FLOOR_LIFT and not fl.seen_on(floor_kind, gpu.id),
-            "floor_inputs": (floor_kind, comm_own, s.layers, compiled, own_links),  # what Floors.floor_s reads
-            "pass_floor_words": (fl.words(floor_kind if own_links else "", comm_own, s.layers, compiled)
-                                 if fl is not None else ""),
+            "floor_elsewhere": floor_elsewhere and lift > FLOOR_LIFT,
+            "floor_inputs": (floor_kind, comm_own, s.layers, compiled),  # what floors.Floors.floor_s reads
+            "pass_floor_words": fl.words(floor_kind, comm_own, s.layers, compiled) if fl is not None else "",
         })
         ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
