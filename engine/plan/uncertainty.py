@@ -98,7 +98,7 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
     another GPU says nothing about them). None for a figure that is not a calibrated prediction."""
     import math
 
-    from engine.predict.intervals import FLOOR_BOUND, FLOOR_LIFT, Evidence
+    from engine.predict.intervals import FLOOR_BOUND, Evidence, floor_bound
     from engine.predict.memory import arch_of
 
     parts = row.get("interval_parts")
@@ -111,8 +111,7 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
     arch = arch_of(presets.models[model])
     gpu, n, off = row["gpu"], int(row["num_gpus"]), bool(row.get("offloading"))
     # a pass its floor sets keeps the floor-bound width whatever is measured (engine/predict/intervals.py)
-    lift = row.get("floor_lift")
-    floor_bound = isinstance(lift, (int, float)) and lift > FLOOR_LIFT
+    bound = floor_bound(row.get("floor_lift"))
     elsewhere = bool(row.get("floor_elsewhere"))
 
     def total(w_model: float) -> float:
@@ -129,7 +128,7 @@ def narrowing(row: dict[str, Any], model: str, presets: Presets, cells: frozense
         after_cells = cells | {(arch, g, k)}
         ev = Evidence(after_cells)
         kind = ev.evidence(arch, gpu, n)
-        w, source = intervals.width(kind, off, floor_bound, elsewhere)
+        w, source = intervals.width(kind, off, bound, elsewhere)
         if source == FLOOR_BOUND:  # the floor's width, not the evidence kind's, is what it would come to
             kind = FLOOR_BOUND
         if ev.arch_cells(arch) <= 1 and arch in intervals.single_cell:

@@ -48,6 +48,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from engine.predict.intervals import floor_bound
+
 P = 3  # the soft corner's norm
 PER_LAYER_GRID = tuple(i * 1e-4 for i in range(0, 101))  # c: 0 to 10 ms a layer, by 0.1 ms
 PER_COMM_GRID = tuple(i * 0.05 for i in range(0, 401))  # k: 0 to 20 x the collectives' time, by 0.05
@@ -56,7 +58,6 @@ PER_KIND_LAYER_GRID = tuple(i * 5e-4 for i in range(0, 101))  # a: 0 to 50 ms a 
 # the best (one at a time goes astray: the first fitted takes what the other should)
 COARSE = 10, 4
 MIN_CELLS = 2  # a kind's k from rows of at least this many cells (model x GPU x count), else none
-SEEN_LIFT = 1.2  # a floor is seen on a GPU type where it set a measured pass: raised it this much (intervals.FLOOR_LIFT)
 
 
 def floored(work_s: float, floor_s: float) -> float:
@@ -87,7 +88,7 @@ class Floors:
     per_comm: Mapping[str, float] = field(default_factory=dict)  # k per kind
     per_kind_layer: Mapping[str, float] = field(default_factory=dict)  # a per kind: its host time a layer
     # per kind (its own floor; "" the compiled issue's), the GPU types where it set a measured pass (raised it past
-    # SEEN_LIFT over its work): where that floor was seen at all
+    # its work as far as a floor-bound prediction's, intervals.floor_bound): where that floor was seen at all
     seen: Mapping[str, frozenset] = field(default_factory=dict)
     note: str = "no floor (nothing measured at a micro-batch small enough to show one)"
     samples: int = 0
@@ -165,7 +166,7 @@ def calibrate(samples: Sequence[Sample]) -> Floors:
     for s in samples:
         # a kind with its own floor is seen where it set one of its rows' passes; the compiled issue ("") where
         # it set a pass of a kind without its own
-        if fitted.passes(s) > SEEN_LIFT * s.work_s:
+        if floor_bound(fitted.passes(s) / s.work_s):
             seen.setdefault(s.kind if per_comm.get(s.kind) or per_kind_layer.get(s.kind) else "", set()).add(s.gpu)
     note = (f"fitted on {len(samples)} measured passes ({len(plain)} without collectives): a compiled pass's host "
             f"time {c * 1e3:.1f} ms a layer; collectives x " + ", ".join(f"{k} {v:.2f}" for k, v in per_comm.items())

@@ -56,6 +56,14 @@ EVIDENCE = (THIS_COUNT, OTHER_COUNT, OTHER_GPU, FAMILY)  # narrowest first: a ki
 OFFLOADED = " + offloaded"
 FLOOR_BOUND = "floor-bound"  # pooled across the evidence kinds: a pass its floor sets (engine/predict/floors.py)
 FLOOR_LIFT = 1.2  # floor-bound: the floor lifts the pass by more than this over its work (at W = F: 1.26)
+
+
+def floor_bound(lift: Any) -> bool:
+    """Whether a pass its floor lifts this much over its work (floors.py; a stored figure may be anything) is set
+    by its floor: the one rule the predictor, the held-out cases and the ranking's advice read."""
+    return isinstance(lift, (int, float)) and lift > FLOOR_LIFT
+
+
 # Where a kind has no cases at all and nothing wider does: a wide guess, said as such.
 UNCALIBRATED_W = math.log(2.0)
 
@@ -169,13 +177,13 @@ class Intervals:
                        floor_elsewhere: bool = False) -> tuple[float, str]:
         """The width for one prediction and the words for it (`lift`: how far its floor raises its pass;
         `floor_elsewhere`: its floor was never seen on this GPU type)."""
-        floor_bound = lift > FLOOR_LIFT
-        w, k = self.width(evidence, offloading, floor_bound, floor_elsewhere)
+        bound = floor_bound(lift)
+        w, k = self.width(evidence, offloading, bound, floor_elsewhere)
         kind = kind_name(evidence, offloading)
         elsewhere = (" and, the floor never measured on this GPU type, its links or offloaded, another GPU's width "
                      "in quadrature (a widening no held-out case checks: every probe of the floor is on H200s)"
                      if floor_elsewhere else "")
-        if floor_bound and k in (FLOOR_BOUND, ""):
+        if bound and k in (FLOOR_BOUND, ""):
             what = (f"{kind}, floor-bound: its pass is {lift:.2f}x its GPU work (a small micro-batch: the host's "
                     "issue and the collectives set it), so "
                     + (f"the {self.level:.0%} interval of the floor-bound held-out cases ({self.cases[k]})" if k else
@@ -186,7 +194,7 @@ class Intervals:
         else:
             what = (f"{self.level:.0%} interval for '{kind}'"
                     + (f" (from '{k}', {self.cases[k]} held-out cases)" if k != kind else f" ({self.cases[k]} held-out cases)"))
-            if floor_bound:
+            if bound:
                 what += f"; floor-bound (its pass {lift:.2f}x its GPU work), this kind the wider"
         own = self.single_cell.get(arch)
         if own is not None and own > w:

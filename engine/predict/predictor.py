@@ -17,7 +17,7 @@ from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
 from engine.predict.generations import Calibration, combine
-from engine.predict.intervals import (FLOOR_BOUND, FLOOR_LIFT, Evidence, Intervals, generation_width, kind_name,
+from engine.predict.intervals import (FLOOR_BOUND, Evidence, Intervals, floor_bound, generation_width, kind_name,
                                       unmeasured_generation_width)
 from engine.predict.memory import shape
 from engine.predict.terms import (DEFAULT_CPU_ADAM_S_PER_PARAM, DEFAULT_UPDATE_BANDWIDTH_FRACTION, GROUP_WORDS,
@@ -457,7 +457,7 @@ class Predictor:
         evidence = self.evidence.evidence(arch, gpu.id, num_gpus)
         lift = pass_s / work_s if work_s > 0 else 1.0  # how far the floor raises the pass over its work
         p.kind = (kind_name(evidence, methods.offloading) + (" + over a network" if nodes > 1 else "")
-                  + (f" + {FLOOR_BOUND}" if lift > FLOOR_LIFT else ""))
+                  + (f" + {FLOOR_BOUND}" if floor_bound(lift) else ""))
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
         # What rests on an assumption nobody measured widens the band, in quadrature: a mixture of experts' compute
         # factor; the methods beyond the paper's (fused kernels, FP8: their effect on time, engine/predict/terms.py)
@@ -536,7 +536,7 @@ class Predictor:
             "fp8_linear_share": q, "fp8_speedup": speedup, "fp8_weight_cast_s": cast_pass,
             "physical_peak_ratio": physical, "fp8_gain": fp8_gain,
             "pass_work_s": work_s, "pass_floor_s": floor_s, "floor_lift": lift,
-            "floor_elsewhere": floor_elsewhere and lift > FLOOR_LIFT,
+            "floor_elsewhere": floor_elsewhere and floor_bound(lift),
             "floor_inputs": (floor_kind, comm_own, s.layers, compiled),  # what floors.Floors.floor_s reads
             "pass_floor_words": fl.words(floor_kind, comm_own, s.layers, compiled) if fl is not None else "",
         })

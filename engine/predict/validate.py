@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from engine.data import space
 from engine.data.errors import PlannerError
-from engine.data.links import HOST_STAGED
+from engine.data.links import own_links
 from engine.data.runs import on_run
 from engine.data.presets import Presets
 from engine.predict import calibration, memory
@@ -232,7 +232,7 @@ def held_out_cases(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[
             kind = iv.kind_name(ev.evidence(b.arch, b.gpu, b.num_gpus), methods.offloading)
             label = methods.label + (f" (micro-batch at most {cap})" if cap else "")
             cases.append(iv.Case(scheme, kind, b.arch, b.model, b.gpu, b.num_gpus, label, p.days, actual,
-                                 floor_bound=p.terms.get("floor_lift", 1.0) > iv.FLOOR_LIFT,
+                                 floor_bound=iv.floor_bound(p.terms.get("floor_lift")),
                                  floor_elsewhere=bool(p.terms.get("floor_elsewhere"))))
     return cases
 
@@ -257,7 +257,7 @@ def _capped_targets(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list
         cap = space.cap_of(r)
         if (cap is None or r.get("source") != "measured" or not r.get("feasible") or r.get("failure_kind")
                 or not r.get("days") or r.get("plausibility") not in (None, "ok")
-                or r.get("interconnect") in ("sockets", "network", HOST_STAGED) or memory.beyond_the_paper(r)):
+                or not own_links(r) or memory.beyond_the_paper(r)):
             continue
         try:
             model = presets.model(r["model"])
