@@ -8,11 +8,12 @@ heads x head size per s^2; a config that cannot be built is a message naming the
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from engine.data import built
+from engine.data import built, describer
 from engine.data.architecture import ArchitectureError, describe, describe_or_build, from_built
 
 torch = pytest.importorskip("torch")
@@ -33,7 +34,7 @@ _DESCRIBED: dict[str, dict] = {}
 
 def _described(name: str) -> dict:
     if name not in _DESCRIBED:
-        _DESCRIBED[name] = built.describe_by_building(_config(name))
+        _DESCRIBED[name] = describer.describe_by_building(_config(name))
     return _DESCRIBED[name]
 
 
@@ -105,7 +106,7 @@ def test_the_hand_written_describer_agrees_with_the_built_model(path):
     """The fast path (no torch) against the model built from the same config: the same parameters, shape,
     and 6 x its matrix parameters within 3% of the FLOPs counted per token."""
     config = json.loads(path.read_text())
-    d = built.describe_by_building(config)
+    d = describer.describe_by_building(config)
     a = describe(config, path.name)
     assert not a.built and a.params == d["params"] and a.embedding_params == d["embedding_params"]
     assert (a.layers, a.hidden, a.heads, a.kv_heads, a.head_dim) == (d["layers"], d["hidden"], d["heads"],
@@ -135,10 +136,10 @@ def test_counting_by_blocks_is_counting_the_whole_model(name, change):
     """The FLOPs counted with a few blocks and the rest added by difference (the fast path) equal those of the
     whole model, at every length, for every fixture with a few blocks more."""
     config = {**_deeper(_config(name), 3), **change}
-    cfg, auto, kind, net, _ = built._build(config)
-    names, lengths = built._block_names(net), built.LENGTHS[kind]
-    fast = built._counted(cfg, auto, kind, net, names, lengths, whole=False)
-    assert fast == pytest.approx(built._counted(cfg, auto, kind, net, names, lengths, whole=True), rel=1e-9)
+    cfg, auto, kind, net, _ = describer._build(config)
+    names, lengths = describer._block_names(net), describer.LENGTHS[kind]
+    fast = describer._counted(cfg, auto, kind, net, names, lengths, whole=False)
+    assert fast == pytest.approx(describer._counted(cfg, auto, kind, net, names, lengths, whole=True), rel=1e-9)
 
 
 @pytest.mark.parametrize("change, field", [
@@ -155,13 +156,13 @@ def test_a_config_that_cannot_be_built_names_the_field_and_builds_nothing(change
     config = {**_config("mpt"), **change}
     with pytest.raises(built.BuildError) as e:
         built.check(config, "my/config.json") if field != "model_type" or change["model_type"] is None \
-            else built.describe_by_building(config)
+            else describer.describe_by_building(config)
     assert field in str(e.value)
 
 
 def test_a_config_transformers_refuses_is_a_message():
     with pytest.raises(built.BuildError) as e:
-        built.describe_by_building({**_config("t5"), "feed_forward_proj": "no-such-activation"})
+        describer.describe_by_building({**_config("t5"), "feed_forward_proj": "no-such-activation"})
     assert "transformers refuses" in str(e.value)
 
 
@@ -192,7 +193,7 @@ def test_a_build_that_fails_names_the_file(tmp_path, monkeypatch):
     with pytest.raises(ArchitectureError) as e:
         describe_or_build({"model_type": "no_such_model", "hidden_size": 8}, "their/config.json")
     assert str(e.value).startswith("their/config.json: ") and "no_such_model" in str(e.value)
-    assert not list(tmp_path.rglob("*.json"))  # nothing cached
+    assert not list(tmp_path.rglob("described/*.json"))  # nothing described
 
 
 @pytest.fixture
@@ -261,3 +262,118 @@ def test_a_built_model_gets_a_prediction_on_several_gpus_and_a_ranking(built_cac
     assert main(["rank", "--model", path, "--budget", "100000"]) == 0
     out = capsys.readouterr().out
     assert "pred" in out and ("input tokens" in out) == (name == "t5")
+
+
+# --- the build worker: its imports trimmed, its counting on two cores, begun early, run again plain ----------
+
+def _worker(name: str, tmp_path, trimmed: bool = True) -> dict:
+    """What the worker process says of a fixture, with what it imported: as built.build runs it."""
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(ROOT), **({} if trimmed else {"TUI_PLANNER_PLAIN_BUILD": "1"})}
+    code = ("import json, sys\n"
+            "from engine.data import describer\n"
+            f"describer._main([{str(FIXTURES / (name + '.json'))!r}])\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('torch._dynamo.', 'torch.distributed.'))"
+            " and sys.modules[m] is not None)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=tmp_path)
+    desc, loaded = out.stdout.strip().splitlines()[-2:]
+    return {**json.loads(desc), "loaded": json.loads(loaded)}
+
+
+@pytest.mark.parametrize("name", ["olmoe", "t5"])
+def test_the_trimmed_worker_describes_as_the_plain_build_and_leaves_the_compiler_out(name, tmp_path):
+    """The worker's description, imports trimmed and counts shared with a forked copy, is the one built here
+    plainly (all imports, one process), to the FLOP; and the compiler and torch.distributed stayed out."""
+    said = _worker(name, tmp_path)
+    loaded = said.pop("loaded")
+    assert said == _described(name)
+    assert not [m for m in loaded if m.startswith(("torch._dynamo.convert", "torch._dynamo.symbolic",
+                                                   "torch.distributed.tensor", "torch.distributed.fsdp"))]
+    tables = list((tmp_path / "tui-planner" / "imports").glob("*.json"))
+    assert tables  # transformers' table of its modules, remembered for the next build
+
+
+def test_a_build_that_fails_trimmed_is_built_again_plain_and_its_refusals_are_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runs = []
+    job = built._Job
+
+    class Counted(job):
+        def __init__(self, payload, plain):
+            runs.append(plain)
+            super().__init__(payload, plain)
+
+    monkeypatch.setattr(built, "_Job", Counted)
+    # A config transformers refuses: the same whichever way it is built, said after one run.
+    with pytest.raises(built.BuildError, match="transformers refuses"):
+        built.build({**_config("t5"), "feed_forward_proj": "no-such-activation"}, "t5.json")
+    assert runs == [False]
+    # A build that fails trimmed (here: its imports hidden with the optional packages) is run again plain.
+    runs.clear()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the worker's sitecustomize: torch hidden when trimmed
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, sys\nif not os.environ.get('TUI_PLANNER_PLAIN_BUILD'):\n    sys.modules['torch'] = None\n")
+    d = built.build(_config("llama"), "llama.json")
+    assert runs == [False, True] and d["params"] == _described("llama")["params"]
+
+
+def test_a_build_begun_early_is_the_one_waited_for_and_one_never_asked_for_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    config = _config("falcon")
+    assert built.start(config, "falcon.json")
+    job = built._STARTED[built._payload(config)]
+    assert built.build(config, "falcon.json")["params"] == _described("falcon")["params"]
+    assert job.proc.returncode == 0 and not built._STARTED  # that process, not a second one
+    assert not built.start(config, "falcon.json")  # cached now: nothing to begin
+    assert not built.start({**config, "num_hidden_layers": 10 ** 7}, "falcon.json")  # refused: build() says why
+    other = {**config, "hidden_size": 128}
+    assert built.start(other, "falcon.json")
+    left = built._STARTED[built._payload(other)]
+    built._stop_started()  # as at exit
+    assert left.proc.poll() is not None and not built._STARTED and not __import__("os").path.exists(left.tmp)
+
+
+def test_the_cli_begins_a_build_only_for_a_config_that_needs_one(tmp_path, monkeypatch):
+    from engine.data.runs import start_describing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    begun = []
+    monkeypatch.setattr(built, "start", lambda config, where: begun.append(config["model_type"]) or True)
+    start_describing("pythia-1b")  # a preset
+    start_describing(str(FIXTURES / "llama.json"))  # a family described by hand
+    start_describing(str(tmp_path / "missing.json"))  # said later, by model_for
+    start_describing(str(FIXTURES / "opt.json"))
+    assert begun == ["opt"]
+
+
+def test_transformers_table_of_modules_reads_back_as_it_was_scanned(tmp_path):
+    from transformers.utils import import_utils
+
+    from engine.data import lean
+
+    folder = str(ROOT / "engine")
+    table = import_utils.create_import_structure_from_path(str(Path(transformers.__file__).parent / "models" / "t5"))
+    assert table and lean._decode(json.loads(json.dumps(lean._encode(table)))) == table
+    scans = []
+
+    class Utils:  # the two names _remember_table reads of transformers.utils.import_utils
+        __file__ = import_utils.__file__
+
+        @staticmethod
+        def create_import_structure_from_path(path):
+            scans.append(path)
+            return {"x": {frozenset({"torch"}): {"modeling_x": {"X"}}}}
+
+    for _ in range(2):  # a second process: read from the file, not scanned
+        utils = Utils()
+        lean._remember_table(utils, tmp_path)
+        assert utils.create_import_structure_from_path(folder) == {"x": {frozenset({"torch"}): {"modeling_x": {"X"}}}}
+        assert utils.create_import_structure_from_path(folder) is not None
+    assert scans == [folder]
+    for path in tmp_path.glob("*.json"):
+        path.write_text('{"d": [["x", {"s": [1]}]]}')  # not a table: scanned again
+    utils = Utils()
+    lean._remember_table(utils, tmp_path)
+    utils.create_import_structure_from_path(folder)
+    assert scans == [folder, folder]

@@ -190,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again to resume a bench
     try:
+        if args.command in ("predict", "rank", "export") and getattr(args, "model", None):
+            from engine.data.runs import start_describing
+
+            start_describing(args.model)  # a config.json to build: it builds while the presets and results load
         if args.command is None:
             if sys.stdin.isatty() and sys.stdout.isatty():
                 return _app(args)

@@ -5,5 +5,5 @@ computed with (FLOPs, MFU, days).
 Owns: presets.py, store.py, jsonl.py, paperdb.py, space.py, formulas.py, errors.py, paths.py,
 architecture.py (a model described from its config.json) and built.py (one described by building it).
 May import: nothing of ours outside engine.data (tests/test_architecture.py). No torch, no Textual: built.py
-imports torch and transformers only in the process it starts (`python -m engine.data.built`).
+imports torch and transformers only in the process it starts (`python -m engine.data.describer`).
 """

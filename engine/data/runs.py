@@ -24,7 +24,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from engine.data.architecture import CONFIG_CLASS_TYPES, Architecture, model_type_of
+from engine.data import built
+from engine.data.architecture import CONFIG_CLASS_TYPES, Architecture, NeedsBuild, model_type_of
 from engine.data.architecture import describe as describe_architecture
 from engine.data.architecture import describe_or_build
 from engine.data.errors import PlannerError
@@ -430,6 +431,22 @@ def config_path(model_arg: str) -> Path:
         return cached
     raise RunError(f"{model_arg}: no such file, and no model of that id in the local Hugging Face cache "
                    f"({hf_cache_dir()}); the planner downloads nothing: give a config.json's path")
+
+
+def start_describing(model_arg: str) -> None:
+    """Begin building the model `--model` names where model_for() will need it built (a config.json of a family
+    the hand-written describer does not know, not built before: engine/data/built.py), so its seconds overlap
+    the caller's own work; anything wrong with it is said by model_for(), which reads it for real."""
+    if not is_config_path(model_arg):
+        return
+    try:
+        path = config_path(model_arg)
+        config = read_config(path, str(path), "config.json")
+        describe_architecture(config, str(path))
+    except NeedsBuild:
+        built.start(config, str(path))
+    except PlannerError:
+        pass
 
 
 def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) -> tuple[Presets, Model]:

@@ -1,0 +1,438 @@
+"""The build worker: a model built on the meta device and described, in a process of its own.
+
+    python -m engine.data.describer FILE    prints the description of the config.json at FILE as one JSON line
+    describe_by_building(config) -> dict    the same in this process (imports torch and transformers)
+
+The only place torch and transformers are imported; engine/data/built.py starts it and caches what it says. What
+is read from the built model, and how its FLOPs are counted, is in built.py's docstring. The process trims its own
+imports (engine/data/lean.py) and shares its counting with a forked copy of itself on the machine's other core
+(_in_two); where anything fails trimmed, built.py runs it once more untrimmed, and the plain build's answer is what
+is said.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from engine.data.built import BuildError, Refused, cache_dir, check, _whole
+
+OBJECTIVE_OF = {"causal": "causal-lm", "masked": "masked-lm", "seq2seq": "seq2seq-lm"}
+EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
+PER_TOKEN = ("num_experts_per_tok", "moe_top_k", "num_experts_per_token", "top_k")
+# The lengths the FLOPs are counted at: as many as the per-sample count has coefficients (a x s + b x s^2; or
+# a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t), so the fit solves them exactly.
+LENGTHS = {"causal": [(64, 0), (128, 0)], "masked": [(64, 0), (128, 0)],
+           "seq2seq": [(64, 32), (128, 32), (64, 16), (128, 64), (256, 32)]}
+
+
+def _attr(cfg: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        v = getattr(cfg, n, None)
+        if v is not None and not isinstance(v, bool):
+            return v
+    return default
+
+
+def _choose(cfg: Any, config: Mapping[str, Any]) -> tuple[Any, str]:
+    """The Auto class the config asks for: the class its `architectures` names where it is a causal, masked or
+    sequence-to-sequence LM; else by what transformers maps the config to (an encoder that can also be a
+    decoder, such as BERT, as a masked LM unless its config says is_decoder)."""
+    import transformers as tf
+
+    autos = {"causal": tf.AutoModelForCausalLM, "seq2seq": tf.AutoModelForSeq2SeqLM, "masked": tf.AutoModelForMaskedLM}
+    maps = {k: a._model_mapping for k, a in autos.items()}
+    named = config.get("architectures")
+    if isinstance(named, list) and named and isinstance(named[0], str):
+        for kind, mapping in maps.items():
+            try:
+                cls = mapping[type(cfg)]
+            except KeyError:
+                continue
+            if cls.__name__ == named[0]:
+                return autos[kind], kind
+    has = {k: type(cfg) in m for k, m in maps.items()}
+    if has["seq2seq"] and getattr(cfg, "is_encoder_decoder", False):
+        return autos["seq2seq"], "seq2seq"
+    if has["masked"] and (not has["causal"] or not getattr(cfg, "is_decoder", False)):
+        return autos["masked"], "masked"
+    for kind in ("causal", "seq2seq", "masked"):
+        if has[kind]:
+            return autos[kind], kind
+    raise Refused(f"model_type {cfg.model_type!r} is not a causal, masked or sequence-to-sequence language model "
+                     "in this transformers (the planner pre-trains those)")
+
+
+FORK = False  # set in the worker process: counts are shared with a forked copy of it (_in_two)
+
+
+def _in_two(count: Callable[[list], list[float]], items: list) -> list[float]:
+    """count(items), its second half counted at the same time by a forked copy of this process, on the machine's
+    other core: the worker's counting is Python dispatching meta operations, one core's work. Only in the
+    worker (FORK), which runs no threads a fork could leave holding a lock; anywhere else, or where a fork is
+    not to be had, in turn."""
+    if not FORK or len(items) < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return count(items)
+    half = len(items) // 2
+    try:
+        r, w = os.pipe()
+        pid = os.fork()
+    except OSError:
+        return count(items)
+    if pid == 0:  # the copy: count the second half, say it on the pipe, leave without Python's teardown
+        code = 0
+        try:
+            os.close(r)
+            try:
+                said = json.dumps({"flops": count(items[half:])})
+            except Exception as e:  # noqa: BLE001 - said to the first process, which raises it
+                said = json.dumps({"error": f"{type(e).__name__}: {str(e)[:300]}"})
+            with os.fdopen(w, "w") as out:
+                out.write(said)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        first = count(items[:half])
+    finally:
+        with os.fdopen(r) as given:
+            said = given.read()
+        os.waitpid(pid, 0)
+    try:
+        second = json.loads(said)
+    except ValueError:
+        second = {"error": "the forked count said nothing"}
+    if "error" in second:
+        raise RuntimeError(second["error"])
+    return first + [float(x) for x in second["flops"]]
+
+
+def _count_flops(net: Any, kind: str, lengths: list[tuple[int, int]]) -> list[float]:
+    """The FLOPs of one training step (forward, loss, backward) of one sample at each (input, target) length
+    (the lengths shared between two processes in the worker: _in_two)."""
+    return _in_two(lambda part: _count_each(net, kind, part), lengths)
+
+
+def _count_each(net: Any, kind: str, lengths: list[tuple[int, int]]) -> list[float]:
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    # An encoder is given an attention mask, else some (DeBERTa) read the ids for padding; others (ModernBERT)
+    # read the mask's values, which meta tensors do not have: each is tried, and the one that runs is kept.
+    masks = [True, False] if kind == "masked" else [False]
+    out = []
+    for s, t in lengths:
+        ids = torch.zeros((1, s), dtype=torch.long, device="meta")
+        kwargs: dict[str, Any] = {"input_ids": ids}
+        target = ids
+        if kind == "seq2seq":
+            target = torch.zeros((1, t), dtype=torch.long, device="meta")
+            kwargs["decoder_input_ids"] = target
+        for i, mask in enumerate(masks):
+            if mask:
+                kwargs["attention_mask"] = torch.ones_like(ids)
+            else:
+                kwargs.pop("attention_mask", None)
+            try:
+                with FlopCounterMode(display=False) as counter:
+                    logits = net(**kwargs).logits
+                    F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1)).backward()
+            except Exception:
+                net.zero_grad(set_to_none=True)
+                if i == len(masks) - 1:
+                    raise
+                continue
+            masks = [mask]
+            break
+        out.append(float(counter.get_total_flops()))
+        net.zero_grad(set_to_none=True)
+    return out
+
+
+def _block_lists(net: Any, names: set[str]) -> list[tuple[Any, str, Any]]:
+    """Each list of repeated blocks in the tree, as (its parent, its attribute, the list)."""
+    import torch
+
+    found = []
+    for parent in net.modules():
+        for attr, child in parent.named_children():
+            if isinstance(child, torch.nn.ModuleList) and len(child) and all(type(c).__name__ in names for c in child):
+                found.append((parent, attr, child))
+    return found
+
+
+def _signature(block: Any) -> tuple:
+    """What a block's FLOPs can depend on besides the lengths: its module tree and its parameters' shapes (a dense
+    block and a mixture of experts differ; so do T5's first block, which holds the position bias, and the rest)."""
+    tree = tuple((n, type(m).__name__) for n, m in block.named_modules())
+    return tree, tuple((n, tuple(p.shape)) for n, p in block.named_parameters())
+
+
+def _count_by_blocks(net: Any, kind: str, lengths: list[tuple[int, int]], names: set[str],
+                     whole: bool | None = None) -> list[float]:
+    """The whole model's FLOPs at each length, counted on copies of it with few blocks.
+
+    Counting dispatches every operation of the step in Python (some 300 per block on the meta device), so a
+    model of L blocks costs L times one block. The FLOPs are affine in how many blocks of each kind the model
+    holds: F(n) = F_rest + sum_k n_k f_k, the lengths being equal. So the model is counted with the first
+    block of each list of blocks alone, then with one more block of each kind (kinds with as many blocks left
+    count together: T5's 11 encoder and 11 decoder blocks after the first, which holds the position bias, are
+    one count), and F(all) = F(first) + sum over those groups of (blocks left) x (F(with one more) - F(first)).
+    That is exact where blocks of one kind cost the same, which is what the kind says (module tree and
+    parameter shapes); tests/test_built.py checks it against counting the whole model. `whole`: True counts the
+    whole model, False by blocks, None whichever runs fewer blocks."""
+    import torch
+
+    lists = _block_lists(net, names)
+    again: dict[int, list[tuple[int, int]]] = {}  # blocks left of a kind -> (list, a block of that kind)
+    for li, (_, _, blocks) in enumerate(lists):
+        kinds: dict[tuple, list[int]] = {}
+        for i, b in enumerate(blocks):
+            kinds.setdefault(_signature(b), []).append(i)
+        for idx in kinds.values():
+            left = [i for i in idx if i != 0]
+            if left:
+                again.setdefault(len(left), []).append((li, left[0]))
+    # Each count runs the embeddings, the head and the loss besides its blocks (some two blocks' worth): a
+    # model of few blocks is counted whole.
+    by_blocks = (len(again) + 1) * (len(lists) + 2) + sum(len(e) for e in again.values())
+    if whole or (whole is None and by_blocks >= sum(len(b) for _, _, b in lists) + 2):
+        return _count_flops(net, kind, lengths)
+
+    def counted(extra: list[tuple[int, int]], at: tuple[int, int]) -> float:
+        for li, (parent, attr, blocks) in enumerate(lists):
+            keep = [0] + sorted(i for lj, i in extra if lj == li)
+            setattr(parent, attr, torch.nn.ModuleList([blocks[i] for i in keep]))
+        try:
+            return _count_each(net, kind, [at])[0]
+        finally:
+            for parent, attr, blocks in lists:
+                setattr(parent, attr, blocks)
+
+    # Every (blocks kept, length) count is one task; the worker shares them between two processes (_in_two).
+    groups = sorted(again.items())
+    kept = [[]] + [extra for _, extra in groups]
+    tasks = [(k, at) for k in range(len(kept)) for at in lengths]
+    flat = _in_two(lambda part: [counted(kept[k], at) for k, at in part], tasks)
+    n = len(lengths)
+    base = flat[:n]
+    total = list(base)
+    for g, (repeats, _) in enumerate(groups, start=1):
+        more = flat[g * n:(g + 1) * n]
+        total = [x + repeats * (m - b) for x, m, b in zip(total, more, base)]
+    return total
+
+
+def _fit(kind: str, lengths: list[tuple[int, int]], flops: list[float]) -> list[float]:
+    """Per-sample FLOPs as a x s + b x s^2 (decoders, encoders) or over (s, t) for encoder-decoders."""
+    import torch
+
+    if kind == "seq2seq":
+        rows = [[s, t, s * s, t * t, s * t] for s, t in lengths]
+    else:
+        rows = [[s, s * s] for s, _ in lengths]
+    a = torch.tensor(rows, dtype=torch.float64)
+    b = torch.tensor(flops, dtype=torch.float64).unsqueeze(1)
+    sol = torch.linalg.lstsq(a, b, driver="gelsd").solution.squeeze(1).tolist()
+    return [max(0.0, x) for x in sol]
+
+
+def _build(config: dict) -> tuple[Any, Any, str, Any, str]:
+    """(transformers' config, the Auto class, causal/masked/seq2seq, the model on the meta device, its attention)."""
+    import torch
+    import transformers as tf
+
+    check(config, "config.json")
+    mt = config["model_type"]
+    # From its own module: the top-level name is not exported by every transformers 5.x (the device image's lacks
+    # it: "Could not import module 'CONFIG_MAPPING'").
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        cfg_cls = CONFIG_MAPPING[mt]
+    except KeyError:
+        raise Refused(f"model_type = {mt!r} is not a model type transformers {tf.__version__} knows "
+                         "(a newer transformers may; the planner runs no model code from a repository)") from None
+    values = {k: v for k, v in config.items() if k != "model_type"}
+    try:
+        cfg = cfg_cls(**values)
+    except Exception as e:  # transformers validates configs with many exception types
+        raise Refused(f"transformers refuses its values: {str(e)[:200]}") from None
+    auto, kind = _choose(cfg, config)
+    if _attr(cfg, *EXPERTS, default=0):
+        try:
+            cfg._experts_implementation = "batched_mm"  # one product per routed token: countable on meta tensors
+        except Exception:
+            pass
+    net = None
+    for attn in ("sdpa", "eager"):
+        try:
+            with torch.device("meta"):
+                net = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation=attn)
+            attention = attn
+            break
+        except Exception as e:  # a model without SDPA: eager; anything else is the config's
+            why = e
+    if net is None:
+        raise BuildError(f"transformers cannot build model_type {mt!r} from it: {str(why)[:200]}")
+    net.train()
+    return cfg, auto, kind, net, attention
+
+
+def _block_names(net: Any) -> set[str]:
+    """The repeated blocks: the classes transformers will not split, as found in the tree."""
+    import torch
+
+    names = set(getattr(net, "_no_split_modules", None) or ()) & {type(m).__name__ for m in net.modules()}
+    if not names:  # a model that does not say (DeBERTa): the class of its largest list of like modules
+        lists = [m for m in net.modules() if isinstance(m, torch.nn.ModuleList) and len(m)
+                 and len({type(c) for c in m}) == 1]
+        if lists:
+            biggest = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
+            names = {type(biggest[0]).__name__}
+    return names
+
+
+def _counted(cfg: Any, auto: Any, kind: str, net: Any, names: set[str], lengths: list[tuple[int, int]],
+             whole: bool | None = None) -> list[float]:
+    """The model's FLOPs per training step of one sample at each length; with eager attention where SDPA's mask
+    reads the inputs' values (which meta tensors do not have)."""
+    import torch
+
+    try:
+        return _count_by_blocks(net, kind, lengths, names, whole)
+    except Exception:
+        with torch.device("meta"):
+            eager = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager")
+        eager.train()
+        return _count_by_blocks(eager, kind, lengths, names, whole)
+
+
+def describe_by_building(config: dict) -> dict:
+    """The description (see the module's docstring) of the model a config.json describes. Imports torch."""
+    import torch
+    import transformers as tf
+
+    cfg, auto, kind, net, attention = _build(config)
+    mt = config["model_type"]
+    experts = _attr(cfg, *EXPERTS, default=0) or 0
+    params = {id(p): p for p in net.parameters()}
+    total = sum(p.numel() for p in params.values())
+    emb_ids = {id(m.weight) for m in net.modules() if isinstance(m, torch.nn.Embedding)}
+    embedding = sum(params[i].numel() for i in emb_ids if i in params)
+    # Experts a token is not routed to: every experts container's parameters x (1 - k / E).
+    k = _attr(cfg, *PER_TOKEN, default=0) or 0
+    expert_params = moe_layers = 0
+    if experts:
+        for name, m in net.named_modules():
+            if name.rsplit(".", 1)[-1] == "experts":
+                expert_params += sum(p.numel() for p in m.parameters())
+                moe_layers += 1
+    inactive = round(expert_params * (1 - min(k, experts) / experts)) if experts and k else 0
+    names = _block_names(net)
+    blocks: dict[str, list] = {}
+    dec_blocks = enc_blocks = enc_params = 0
+    for name, m in net.named_modules():
+        cls = type(m).__name__
+        if cls in names:
+            entry = blocks.setdefault(cls, [cls, 0, sum(p.numel() for p in m.parameters())])
+            entry[1] += 1
+            if kind == "seq2seq" and "decoder" in name:
+                dec_blocks += 1
+            else:
+                enc_blocks += 1
+                enc_params += entry[2]
+    hidden = int(_attr(cfg, "hidden_size", "d_model", "n_embd", default=0))
+    heads = int(_attr(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", default=0))
+    kv = _attr(cfg, "num_key_value_heads", "num_kv_heads", default=None)
+    if kv is None:
+        kv = 1 if getattr(cfg, "multi_query", False) else heads
+    head_dim = int(_attr(cfg, "head_dim", "d_kv", default=hidden // heads if heads else 0))
+    expansion = _attr(cfg, "expansion_ratio", default=4)
+    ffn = int(_attr(cfg, "moe_intermediate_size" if experts else "intermediate_size", "intermediate_size", "d_ff",
+                    "ffn_dim", "encoder_ffn_dim", "n_inner", "ffn_hidden_size", default=expansion * hidden))
+    shared_ffn = 0
+    if experts:
+        shared_ffn = int(_attr(cfg, "shared_expert_intermediate_size", default=0) or 0)
+        shared_ffn += int(_attr(cfg, "n_shared_experts", default=0) or 0) * ffn
+    gated = any(isinstance(getattr(cfg, n, None), str) and ("glu" in getattr(cfg, n) or "silu" in getattr(cfg, n))
+                for n in ("hidden_act", "hidden_activation", "feed_forward_proj", "activation_function"))
+    vocab = int(_attr(cfg, "vocab_size", default=0))
+    out_emb, in_emb = net.get_output_embeddings(), net.get_input_embeddings()
+    tied = bool(out_emb is not None and in_emb is not None and out_emb.weight is in_emb.weight)
+    lengths = LENGTHS[kind]
+    try:
+        counted = _counted(cfg, auto, kind, net, names, lengths)
+        coef = _fit(kind, lengths, counted)
+        source = (f"counted by FlopCounterMode on the meta device (transformers {tf.__version__}, torch "
+                  f"{torch.__version__.split('+')[0]})" + ("; the experts a token is routed to" if experts else ""))
+    except Exception as e:  # counting is best effort: 6 x the active matrix parameters, attention by formula
+        matmul = total - inactive - embedding + (vocab * hidden if tied else 0)
+        L = enc_blocks + dec_blocks
+        if kind == "seq2seq":  # the encoder's blocks run on the input, the rest (decoder, LM head) on the target
+            coef = [6.0 * enc_params, 6.0 * (matmul - enc_params), 12.0 * enc_blocks * heads * head_dim,
+                    12.0 * dec_blocks * heads * head_dim, 12.0 * dec_blocks * heads * head_dim]
+        else:
+            coef = [6.0 * matmul, 12.0 * L * heads * head_dim]
+        source = f"{FORMULA} (counting on the meta device failed: {str(e)[:120]})"
+    positions = _attr(cfg, "max_position_embeddings", "n_positions", "max_seq_len", default=None)
+    kinds = {"causal": "decoder", "masked": "encoder", "seq2seq": "encoder-decoder"}
+    return {
+        "model_type": mt, "config_class": type(cfg).__name__, "hf_class": type(net).__name__,
+        "objective": OBJECTIVE_OF[kind], "kind": kinds[kind],
+        "params": int(total), "embedding_params": int(embedding), "active_params": int(total - inactive),
+        "blocks": list(blocks.values()), "block_class": next(iter(blocks), ""),
+        "layers": enc_blocks + dec_blocks, "decoder_layers": dec_blocks,
+        "hidden": hidden, "heads": heads, "kv_heads": int(kv), "head_dim": head_dim, "ffn": ffn, "gated": gated,
+        "vocab": vocab, "tied": tied, "max_positions": int(positions) if _whole(positions) else None,
+        "experts": int(experts), "experts_per_token": int(k), "shared_ffn": shared_ffn, "moe_layers": moe_layers,
+        "expert_params": int(expert_params),
+        "attention": attention, "flops": coef, "flops_source": source, "transformers": tf.__version__,
+    }
+
+
+FORMULA = "6 x active parameters + attention by formula"  # the source when counting failed
+
+
+def _main(argv: list[str]) -> int:
+    import logging
+    import warnings
+
+    from engine.data import lean
+
+    global FORK
+    FORK = True
+    trimmed = not os.environ.get(lean.PLAIN)
+    if trimmed:  # else nothing is left out: the plain build is the one that says what is wrong
+        lean.apply(cache_dir().parent / "imports")
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    try:
+        config = json.loads(Path(argv[0]).read_text())
+        desc = describe_by_building(config)
+    except Refused as e:  # the config's own doing: said as it is, however the worker imported
+        desc = {"error": str(e).removeprefix("config.json: "), "refused": True}
+    except BuildError as e:
+        desc = {"error": str(e).removeprefix("config.json: ")}
+    except ImportError as e:
+        cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""  # transformers' lazy imports hide it
+        desc = {"error": f"describing this model needs torch and transformers (`pip install '.[bench]'`): {e}{cause}"}
+    except Exception as e:  # the config's doing: said as a message, never a traceback
+        desc = {"error": f"transformers cannot build it: {type(e).__name__}: {str(e)[:200]}"}
+    failed = "error" in desc and not desc.pop("refused", False)
+    if trimmed and (failed or str(desc.get("flops_source", "")).startswith(FORMULA)):
+        desc = {"again": "plain"}  # whatever failed is said by the plain build, not blamed on the trimming
+    print(json.dumps(desc), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    code = _main(sys.argv[1:])
+    sys.stderr.flush()
+    os._exit(code)  # not Python's teardown of torch and transformers: it takes a second or two, for nothing
