@@ -141,6 +141,21 @@ def test_a_config_alone_is_a_model_with_the_default_run(presets, name, hf_class)
     assert m.fsdp_wrap == ""  # the model's own _no_split_modules says what to wrap (engine/bench/modeling.py)
 
 
+def test_a_configs_model_on_a_run_of_your_own_keeps_its_models_rows(presets, tmp_path):
+    """A config.json measured once and then planned on another run (here --seq-len 1024): the run's model and
+    the config's own model are both in the presets the predictor gets, so the rows of the config's model (its
+    residual: measured, not assumed) rest the run's prediction, as for a preset's run."""
+    from engine.predict import Predictor
+
+    config = tmp_path / "my-llama.json"
+    config.write_text((CONFIGS / "llama-3.2-1b.json").read_text().replace('"num_hidden_layers": 16',
+                                                                        '"num_hidden_layers": 12'))
+    got, run = model_for(presets, str(config), RunFlags(seq_len=1024))
+    assert run.id == "my-llama+b1024s1024" and run.seq_len == 1024
+    assert got.models["my-llama"].seq_len == 2048  # the config's own model, on its default run, beside it
+    assert "my-llama" in Predictor([], got)._same_model(run.id)
+
+
 def test_a_config_a_preset_already_has_is_that_preset(presets):
     _, m = model_for(presets, str(CONFIGS / "llama-3.2-1b.json"))
     assert m is presets.model("llama-3.2-1b") and m.training.steps == 100_000

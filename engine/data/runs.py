@@ -470,9 +470,12 @@ def model_for(presets: Presets, model_arg: str, flags: RunFlags = RunFlags()) ->
             model = model_from_entry(mid, config_model_entry(path, config), str(path))
     else:
         model = presets.model(model_arg)
-    model = with_run(model, flags)
-    if presets.models.get(model.id) is not model:
-        presets = dataclasses.replace(presets, models=MappingProxyType({**presets.models, model.id: model}))
+    base, model = model, with_run(model, flags)
+    # The model on its own run beside it: a config.json's model is no preset, and a run of your own keeps what
+    # the rows of its model say about its architecture (the predictor finds them by the presets' models).
+    added = {m.id: m for m in (base, model) if presets.models.get(m.id) is not m}
+    if added:
+        presets = dataclasses.replace(presets, models=MappingProxyType({**presets.models, **added}))
     return presets, model
 
 
