@@ -151,12 +151,26 @@ class _Job:
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.plain, self.began = plain, time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "engine.data.describer", str(src)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
-                                     cwd=self.tmp)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "engine.data.describer", str(src)],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                         text=True, env=env, cwd=self.tmp)
+        except OSError:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
     def stop(self) -> None:
+        """The worker and the copy it forked to count (engine/data/describer.py: _in_two) killed; its folder gone."""
         if self.proc.poll() is None:
+            try:  # the copy first: Linux lists a process's children; elsewhere the copy ends with its count
+                kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+            except OSError:
+                kids = []
+            for kid in kids:
+                try:
+                    os.kill(int(kid), 9)
+                except (OSError, ValueError):
+                    pass
             self.proc.kill()
             self.proc.communicate()
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -187,7 +201,7 @@ _STARTED: dict[str, _Job] = {}  # builds begun by start(), by what the worker is
 
 
 def _payload(config: Mapping[str, Any]) -> str:
-    return json.dumps({k: v for k, v in config.items() if not str(k).startswith("_")}, sort_keys=True)
+    return json.dumps({k: v for k, v in config.items() if not str(k).startswith("_")})  # in the file's order
 
 
 @atexit.register
@@ -209,7 +223,10 @@ def start(config: Mapping[str, Any], where: str = "config.json") -> bool:
         return False
     key = _payload(config)
     if key not in _STARTED:
-        _STARTED[key] = _Job(key, plain=False)
+        try:
+            _STARTED[key] = _Job(key, plain=False)
+        except OSError:  # no process to be had now: build() tries again and says why
+            return False
     return True
 
 
@@ -222,10 +239,16 @@ def build(config: Mapping[str, Any], where: str = "config.json", timeout_s: floa
     if hit is not None:
         return hit
     key = _payload(config)
-    job = _STARTED.pop(key, None) or _Job(key, plain=False)
-    desc = job.result(config, where, timeout_s)
-    if desc.get("again"):  # the trimmed worker failed: the plain one says what is wrong, or describes it
-        desc = _Job(key, plain=True).result(config, where, timeout_s)
+    began = time.monotonic()
+    try:
+        job = _STARTED.pop(key, None) or _Job(key, plain=False)
+        desc = job.result(config, where, timeout_s)
+        if desc.get("again"):  # the trimmed worker failed: the plain one says what is wrong, or describes it
+            # and what the trimmed one remembered of transformers is forgotten (an edited transformers)
+            shutil.rmtree(cache_dir().parent / "imports", ignore_errors=True)
+            desc = _Job(key, plain=True).result(config, where, timeout_s - (time.monotonic() - began))
+    except OSError as e:
+        raise BuildError(f"{where}: no process to build it in ({e})") from None
     if "error" in desc:
         raise BuildError(f"{where}: {desc['error']}")
     desc["version"] = VERSION
