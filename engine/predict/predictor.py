@@ -134,8 +134,8 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            own = self._own_rows(f, self._same_model(b.model), b.group, b.methods.sharding)
-            gpu_s = b.timed_micro_batch * self._residual(f, own) * f.per_sample(b.compute_s, b.memory_s)
+            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, self._same_model(b.model), b.group))
+                     * f.per_sample(b.compute_s, b.memory_s))
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
             kind = host_kind(b.methods)
@@ -199,27 +199,17 @@ class Predictor:
         return out
 
     @staticmethod
-    def _own_rows(f: "Fit", model_ids: "set[str]", group: str, sharding: str | None = None) -> list[BasisRow]:
-        """This model's rows in the fit that its residual comes from: those of the setting's sharding (FSDP,
-        ZeRO or none), neither checkpointed nor offloaded, where it has any; else the unsharded ones, neither
-        checkpointed nor offloaded where it has any; else the unsharded ones; else all.
-        A sharded setting runs another code path (FSDP compiles block by block, DeepSpeed runs uncompiled) whose
-        speed on this model its own rows say best: a mixture of experts ran at 36-38% MFU under FSDP and 16%
-        under DDP on the same GPUs (docs/measurements.md, 2026-11-28), where one residual a model carried DDP's
-        speed to FSDP (predicted 2x slow). Checkpointed and offloaded rows stay out: they also carry what the
-        time model leaves out of those (FSDP's re-gathers in a checkpointed recompute), which would land on the
-        setting without. `model_ids`: the model and the same architecture on other runs
-        (Predictor._same_model); `sharding`: the setting's, None for the unsharded rows."""
+    def _own_rows(f: "Fit", model_ids: "set[str]", group: str) -> list[BasisRow]:
+        """This model's rows in the fit that its residual comes from: the unsharded ones where it has any,
+        else all. A residual is about the model, the same for each of its settings (so a setting's terms,
+        such as offloading's copies, keep their order); sharded rows also carry what the time model leaves
+        out of sharding (FSDP's re-gathers in a checkpointed recompute), which would land on every setting.
+        `model_ids`: the model and the same architecture on other runs (Predictor._same_model)."""
         mine = [b for b in f.rows if b.model in model_ids]
         # A fit borrowed from another group (no rows of its own) lends its residual too: from the rows it
         # was fitted on, compiled before naive, so the model's settings on the same fit share one residual.
         own = ([b for b in mine if b.group == group] or [b for b in mine if b.group != "naive"] or mine)
-        def plain(kind: str) -> list[BasisRow]:
-            return [b for b in own if b.methods.sharding.rstrip("0123456789") == kind
-                    and not b.methods.activation_checkpointing and not b.methods.offloading]
-
-        kind = (sharding or "none").rstrip("0123456789")
-        return plain(kind) or plain("none") or [b for b in own if b.methods.sharding == "none"] or own
+        return [b for b in own if b.methods.sharding == "none"] or own
 
     def _same_model(self, model_id: str) -> "set[str]":
         """The model and every preset of the same architecture (class and config) on another run: a run of
@@ -384,7 +374,7 @@ class Predictor:
         traffic = traffic_terms(model, tm)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
-        same = self._own_rows(f, self._same_model(model.id), group, methods.sharding)
+        same = self._own_rows(f, self._same_model(model.id), group)
         residual = self._residual(f, same)
         # Another generation than the one measured (Hopper) reaches another share of its peak and bandwidth:
         # its factors, fitted to published measurements (engine/predict/generations.py).
