@@ -230,6 +230,8 @@ def test_a_mixture_of_experts_is_costed_on_its_active_parameters_and_held_whole(
         terms.MOE_COMPUTE_FACTOR * (per_sample + d["flops"][1] * model.seq_len ** 2))
     lines = terms.moe_lines(model, 4, 8)
     assert "no expert parallelism" in " ".join(lines) and "unmeasured" in " ".join(lines)
+    measured = " ".join(terms.moe_lines(model, 4, 8, own=True))  # its own rows set its speed: not "unmeasured"
+    assert "unmeasured" not in measured and "under FSDP than under DDP" in measured
     assert terms.expert_parallel_bytes(model, 4, 1) == 0 < terms.expert_parallel_bytes(model, 4, 8)
     assert "active" in model.training_flops_source
 

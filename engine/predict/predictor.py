@@ -461,7 +461,7 @@ class Predictor:
         p.memory_need_gb = memory.need(model, methods, num_gpus, mb, cal.kappa).total_bytes / 1e9
         # What rests on an assumption nobody measured widens the band, in quadrature: a mixture of experts' compute
         # factor; the methods beyond the paper's (fused kernels, FP8: their effect on time, engine/predict/terms.py)
-        widen = ([(MOE_BAND, "a mixture of experts' unmeasured compute factor")]
+        widen = ([(MOE_BAND, "a mixture of experts' compute factor" + ("" if same else ", unmeasured"))]
                  if s.experts and arch not in self.bands else [])
         widen += [(EXTRA_BANDS[e], f"{e}'s unmeasured effect on time ({space.EXTRA_NOTES[e]})") for e in tm.extras]
         band = self.band(arch, s.family)
@@ -542,7 +542,7 @@ class Predictor:
         })
         ratio_words = _from_measured_ratio(p, taken, flops_step, gpu, model, physical) if taken is not None else None
         p.lines = self._explain(p, model, gpu, f, first, mb, accum, compute_s, memory_s, residual, same, band)
-        p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands)
+        p.lines += moe_lines(model, mb, num_gpus, measured=arch in self.bands, own=bool(same))
         if oom is not None and mb == fitted:
             p.lines.append(f"micro-batch {mb}, not more: {oom_words}")
         if mb < fitted:
