@@ -345,6 +345,25 @@ def test_a_models_residual_comes_from_its_unsharded_rows(presets):
     assert "fsdp" not in plain.basis.split("residual")[1]
 
 
+@pytest.mark.parametrize("speed, own", [(0.5, True), (0.85, False)])
+def test_a_sharding_whose_rows_run_another_speed_per_flop_takes_their_residual(presets, speed, own):
+    """A mixture of experts ran 2x faster per FLOP under FSDP than under DDP: rows of a sharding family that far
+    from the unsharded rows' speed set that family's residual; 15% apart is what the time model leaves out of
+    sharding, and the model keeps one residual."""
+    rows = _synthetic(presets)
+    for sharding in ("fsdp2", "fsdp3"):
+        r = _measured("pythia-410m", Methods(free_lunch=True, sharding=sharding), gpu="h200", n=2, presets=presets)
+        r["pass_s"] *= speed
+        rows.append(r)
+    p = predict.Predictor(rows, presets)
+    plain = p.predict("pythia-410m", "h100", 1, Methods(free_lunch=True))
+    fsdp = p.predict("pythia-410m", "h200", 4, Methods(free_lunch=True, sharding="fsdp3"))
+    zero = p.predict("pythia-410m", "h200", 4, Methods(free_lunch=True, sharding="zero2"))
+    assert (fsdp.terms["residual"] < 0.75 * plain.terms["residual"]) == own
+    assert ("fsdp3" in fsdp.basis.split("residual")[1]) == own
+    assert "fsdp" not in zero.basis.split("residual")[1]  # another family: not the FSDP rows
+
+
 def test_offloading_never_makes_a_shipped_prediction_faster_at_the_same_micro_batch(presets):
     with Store.open(shipped_db()) as s:
         rows = [r for r in s.trials() if r["source"] != "predicted"]

@@ -66,6 +66,11 @@ class Prediction:
         return self.methods.label
 
 
+# A model's sharded rows that run this far from its unsharded rows' speed per FLOP run another path (the mixture of
+# experts: 2x faster under FSDP than DDP), not what the time model leaves out of sharding (within ~20% in the
+# dense models' rows): they set that sharding's residual.
+PATH_APART = 1.5
+
 class Predictor:
     """Fits from a set of basis rows; predicts any (model, GPU, count, methods)."""
 
@@ -134,8 +139,8 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            gpu_s = (b.timed_micro_batch * self._residual(f, self._own_rows(f, self._same_model(b.model), b.group))
-                     * f.per_sample(b.compute_s, b.memory_s))
+            own = self._own_rows(f, self._same_model(b.model), b.group, b.methods.sharding)
+            gpu_s = b.timed_micro_batch * self._residual(f, own) * f.per_sample(b.compute_s, b.memory_s)
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
             kind = host_kind(b.methods)
@@ -199,17 +204,32 @@ class Predictor:
         return out
 
     @staticmethod
-    def _own_rows(f: "Fit", model_ids: "set[str]", group: str) -> list[BasisRow]:
+    def _own_rows(f: "Fit", model_ids: "set[str]", group: str, sharding: str | None = None) -> list[BasisRow]:
         """This model's rows in the fit that its residual comes from: the unsharded ones where it has any,
         else all. A residual is about the model, the same for each of its settings (so a setting's terms,
         such as offloading's copies, keep their order); sharded rows also carry what the time model leaves
-        out of sharding (FSDP's re-gathers in a checkpointed recompute), which would land on every setting.
-        `model_ids`: the model and the same architecture on other runs (Predictor._same_model)."""
+        out of sharding (exposed communication, FSDP's re-gathers in a checkpointed recompute, ZeRO-3's host
+        time the floor adds again), which would land on every setting. Except where a sharding family's rows
+        (ZeRO, FSDP; neither checkpointed nor offloaded) run more than PATH_APART from the unsharded rows'
+        speed: that is the path's own speed on this model (a mixture of experts ran 2x faster per FLOP under
+        FSDP than under DDP, docs/measurements.md 2026-11-28), and it sets that family's residual.
+        `model_ids`: the model and the same architecture on other runs (Predictor._same_model); `sharding`:
+        the setting's."""
         mine = [b for b in f.rows if b.model in model_ids]
         # A fit borrowed from another group (no rows of its own) lends its residual too: from the rows it
         # was fitted on, compiled before naive, so the model's settings on the same fit share one residual.
         own = ([b for b in mine if b.group == group] or [b for b in mine if b.group != "naive"] or mine)
-        return [b for b in own if b.methods.sharding == "none"] or own
+        unsharded = [b for b in own if b.methods.sharding == "none"] or own
+        if sharding in (None, "none") or not unsharded:
+            return unsharded
+        family = sharding.rstrip("0123456789")
+        alike = [b for b in own if b.methods.sharding.rstrip("0123456789") == family
+                 and not b.methods.activation_checkpointing and not b.methods.offloading]
+        if alike:
+            apart = Predictor._residual(f, alike) / Predictor._residual(f, unsharded)
+            if max(apart, 1 / apart) > PATH_APART:
+                return alike
+        return unsharded
 
     def _same_model(self, model_id: str) -> "set[str]":
         """The model and every preset of the same architecture (class and config) on another run: a run of
@@ -374,7 +394,7 @@ class Predictor:
         traffic = traffic_terms(model, tm)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
-        same = self._own_rows(f, self._same_model(model.id), group)
+        same = self._own_rows(f, self._same_model(model.id), group, methods.sharding)
         residual = self._residual(f, same)
         # Another generation than the one measured (Hopper) reaches another share of its peak and bandwidth:
         # its factors, fitted to published measurements (engine/predict/generations.py).

@@ -265,8 +265,8 @@ def expert_parallel_bytes(model: Model, micro_batch: int, num_gpus: int) -> floa
 
 def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = False, own: bool = False) -> list[str]:
     """What a prediction for a mixture of experts rests on, in words (`measured`: its architecture has
-    measured rows, which fit what the factor leaves; `own`: this model's own rows set its speed, as one
-    residual for all its settings)."""
+    measured rows, which fit what the factor leaves; `own`: this model's own rows set its speed,
+    Predictor._own_rows)."""
     s = shape(model)
     if not s.experts:
         return []
@@ -276,9 +276,9 @@ def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = Fa
             f"expert's weights, gradients and optimizer states on every GPU)",
             f"each active FLOP costs {MOE_COMPUTE_FACTOR:g}x a dense one (routing, grouped expert products): "
             + ("an assumption; this architecture's measured rows fit the rest" if measured else
-               "an assumption; this model's own rows set its speed, one residual for all its settings, though a "
-               "mixture of experts measured 2x faster per FLOP under FSDP than under DDP (2 x H200, "
-               f"docs/measurements.md, 2026-11-28): band {MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x kept for it" if own else
+               "an assumption; this model's own rows set its speed (a sharding's own where its rows run 1.5x "
+               "apart: a mixture of experts measured 2x faster per FLOP under FSDP than under DDP, 2 x H200, "
+               f"docs/measurements.md 2026-11-28); band {MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x kept for it" if own else
                "an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; band "
                f"{MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x for it"),
             "data-parallel and sharded settings only (every GPU holds every expert): no expert parallelism; "
