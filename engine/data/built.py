@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from engine.data.errors import PlannerError
+from engine.data.files import write_quietly
 
 VERSION = 2  # of the description's layout: a cached description of another version is built again
 BUILD_TIMEOUT_S = 300
@@ -77,6 +78,11 @@ class Refused(BuildError):
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tui-planner" / "described"
+
+
+def imports_dir() -> Path:
+    """Where the build worker remembers transformers' table of its modules (engine/data/lean.py)."""
+    return cache_dir().parent / "imports"
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -245,19 +251,12 @@ def build(config: Mapping[str, Any], where: str = "config.json", timeout_s: floa
         desc = job.result(config, where, timeout_s)
         if desc.get("again"):  # the trimmed worker failed: the plain one says what is wrong, or describes it
             # and what the trimmed one remembered of transformers is forgotten (an edited transformers)
-            shutil.rmtree(cache_dir().parent / "imports", ignore_errors=True)
+            shutil.rmtree(imports_dir(), ignore_errors=True)
             desc = _Job(key, plain=True).result(config, where, timeout_s - (time.monotonic() - began))
     except OSError as e:
         raise BuildError(f"{where}: no process to build it in ({e})") from None
     if "error" in desc:
         raise BuildError(f"{where}: {desc['error']}")
     desc["version"] = VERSION
-    try:
-        path = _path_for(config)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp_path = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp_path.write_text(json.dumps(desc, indent=1))
-        os.replace(tmp_path, path)
-    except OSError:
-        pass  # an unwritable cache costs the next call a build, not this one its answer
+    write_quietly(_path_for(config), json.dumps(desc, indent=1))  # unwritable: the next call builds again
     return desc

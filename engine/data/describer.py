@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from engine.data.built import BuildError, Refused, cache_dir, check, _whole
+from engine.data.built import BuildError, Refused, check, imports_dir, _whole
 
 OBJECTIVE_OF = {"causal": "causal-lm", "masked": "masked-lm", "seq2seq": "seq2seq-lm"}
 EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
@@ -413,7 +413,7 @@ def _main(argv: list[str]) -> int:
     trimmed = not os.environ.get(lean.PLAIN)
     FORK = trimmed  # the plain build counts in one process: nothing of the trimmed worker's ways
     if trimmed:  # else nothing is left out: the plain build is the one that says what is wrong
-        lean.apply(cache_dir().parent / "imports")
+        lean.apply(imports_dir())
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     try:

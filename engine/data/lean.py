@@ -35,6 +35,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from engine.data.files import write_quietly
+
 # Hidden from the worker only: transformers imports these when installed, a meta build uses none of them.
 NOT_NEEDED = ("torchao", "accelerate", "deepspeed", "bitsandbytes", "kernels", "jinja2", "triton", "tokenizers")
 PLAIN = "TUI_PLANNER_PLAIN_BUILD"  # set: the worker imports everything as usual
@@ -52,29 +54,23 @@ STAND_INS: dict[str, Callable[..., Any]] = {
 }
 
 
-def apply(cache: Path) -> list[str]:
-    """Trim the worker's imports (see the module's docstring); the names of what was trimmed."""
-    done = []
+def apply(cache: Path) -> None:
+    """Trim the worker's imports (see the module's docstring); transformers' table remembered in `cache`."""
     hidden = [name for name in NOT_NEEDED if name not in sys.modules]
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]
-    done.append("optional packages")
     import torch
 
     if "torch._dynamo" not in sys.modules:
         _defer_compiler(torch)
-        done.append("compiler")
     torch.distributed.is_available = lambda: False  # type: ignore[assignment]
-    done.append("distributed")
     sys.meta_path.insert(0, _AfterLoad("transformers.utils.import_utils", lambda m: _remember_table(m, cache)))
-    done.append("import table")
     try:  # a transformers that imports a hidden package as it starts (5.17 did tokenizers) gets it back
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: F401
     except Exception:  # noqa: BLE001 - the build says what is wrong as a message
         for name in hidden:
             if name in sys.modules and sys.modules[name] is None:
                 del sys.modules[name]
-    return done
 
 
 def _defer_compiler(torch: Any) -> None:
@@ -197,9 +193,6 @@ def _read(path: Path) -> Any:
 def _write(path: Path, table: Any) -> None:
     try:
         text = json.dumps(_encode(table))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except (OSError, TypeError):
-        pass  # unwritable: the next worker scans again
+    except TypeError:
+        return  # not a table this module knows: the next worker scans again
+    write_quietly(path, text)  # unwritable: the same

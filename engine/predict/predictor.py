@@ -139,7 +139,7 @@ class Predictor:
             f = self.fit(b.arch, b.group, b.family)
             if f is None:
                 continue
-            own = self._own_rows(f, self._same_model(b.model), b.group, b.methods.sharding)
+            own = self._own_rows(f, self._same_model(b.model), b.group, b.methods)
             gpu_s = b.timed_micro_batch * self._residual(f, own) * f.per_sample(b.compute_s, b.memory_s)
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
@@ -204,7 +204,7 @@ class Predictor:
         return out
 
     @staticmethod
-    def _own_rows(f: "Fit", model_ids: "set[str]", group: str, sharding: str | None = None) -> list[BasisRow]:
+    def _own_rows(f: "Fit", model_ids: "set[str]", group: str, methods: Methods | None = None) -> list[BasisRow]:
         """This model's rows in the fit that its residual comes from: the unsharded ones where it has any,
         else all. A residual is about the model, the same for each of its settings (so a setting's terms,
         such as offloading's copies, keep their order); sharded rows also carry what the time model leaves
@@ -213,17 +213,16 @@ class Predictor:
         (ZeRO, FSDP; neither checkpointed nor offloaded) run more than PATH_APART from the unsharded rows'
         speed: that is the path's own speed on this model (a mixture of experts ran 2x faster per FLOP under
         FSDP than under DDP, docs/measurements.md 2026-11-28), and it sets that family's residual.
-        `model_ids`: the model and the same architecture on other runs (Predictor._same_model); `sharding`:
-        the setting's."""
+        `model_ids`: the model and the same architecture on other runs (Predictor._same_model); `methods`:
+        the setting's (its sharding family: comm.comm_kind)."""
         mine = [b for b in f.rows if b.model in model_ids]
         # A fit borrowed from another group (no rows of its own) lends its residual too: from the rows it
         # was fitted on, compiled before naive, so the model's settings on the same fit share one residual.
         own = ([b for b in mine if b.group == group] or [b for b in mine if b.group != "naive"] or mine)
         unsharded = [b for b in own if b.methods.sharding == "none"] or own
-        if sharding in (None, "none") or not unsharded:
+        if methods is None or methods.sharding == "none" or not unsharded:
             return unsharded
-        family = sharding.rstrip("0123456789")
-        alike = [b for b in own if b.methods.sharding.rstrip("0123456789") == family
+        alike = [b for b in own if comm_kind(b.methods) == comm_kind(methods)
                  and not b.methods.activation_checkpointing and not b.methods.offloading]
         if alike:
             apart = Predictor._residual(f, alike) / Predictor._residual(f, unsharded)
@@ -394,7 +393,7 @@ class Predictor:
         traffic = traffic_terms(model, tm)
         bw = gpu.memory_bandwidth_gbs * 1e9
         memory_s = sum(traffic.values()) / bw
-        same = self._own_rows(f, self._same_model(model.id), group, methods.sharding)
+        same = self._own_rows(f, self._same_model(model.id), group, methods)
         residual = self._residual(f, same)
         # Another generation than the one measured (Hopper) reaches another share of its peak and bandwidth:
         # its factors, fitted to published measurements (engine/predict/generations.py).
