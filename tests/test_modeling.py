@@ -91,7 +91,7 @@ def test_checkpointed_passes_get_the_causal_flag_too_and_the_same_loss(monkeypat
         if ckpt:
             modeling.enable_checkpointing(net, model)
         net.eval()  # no dropout: losses comparable
-        modeling.MASKS_SEEN.clear()
+        modeling.clear_masks_seen()
         calls, out = _sdpa_calls(net, **batch)  # (checkpointed layers trace SDPA inside their own subgraphs)
         seen[ckpt] = modeling.masks_seen()
         losses[ckpt] = out.loss
@@ -100,6 +100,30 @@ def test_checkpointed_passes_get_the_causal_flag_too_and_the_same_loss(monkeypat
     ref = modeling.build_model(model, "eager", "cpu").eval()
     ref.load_state_dict(net.state_dict())
     assert torch.allclose(losses[True], ref(**batch).loss, rtol=1e-5, atol=1e-5)
+
+
+def test_the_record_is_what_sdpa_got_not_every_mask_the_model_made(monkeypatch):
+    # Qwen2-MoE builds a sliding-window mask beside the causal one on every forward, whether or not a layer slides;
+    # no layer of this config does, so every SDPA call gets the causal flag. On 2 x H200 its rows were recorded
+    # 'mixed' from the masks made, and the predictor took them for rows of the engine before its mask fix.
+    import json
+
+    import transformers
+
+    _as_torch_before_2_14_compiling(monkeypatch)
+    modeling.sdpa_without_dense_masks(unpacked=True)
+    values = {k: v for k, v in json.loads((FIXTURES / "configs" / "qwen2_moe.json").read_text()).items()
+              if k != "model_type"}
+    config = transformers.Qwen2MoeConfig(**values)
+    assert "sliding_attention" not in config.layer_types
+    torch.manual_seed(0)
+    net = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    ids = torch.randint(0, config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    modeling.clear_masks_seen()
+    calls, _ = _sdpa_calls(net, input_ids=ids, labels=ids)
+    assert calls and all(mask is None and causal is True for mask, causal in calls), calls
+    assert modeling.MASKS_SEEN == {"none", "dense"}  # made: the causal flag, and the unused sliding-window mask
+    assert modeling.masks_seen() == "none"  # got: the flag, every call
 
 
 def test_packed_rows_stay_transformers_business_unless_the_caller_says_unpacked():

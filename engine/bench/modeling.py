@@ -31,6 +31,15 @@ _MASK_OVERRIDE: dict[str, Any] = {}
 # What the SDPA mask function returned since the last clear(): "none" (a flag or nothing) and/or "dense".
 # Under torch.compile it runs while tracing, so after a compiled warm-up this says what the graph holds.
 MASKS_SEEN: set[str] = set()
+# What transformers' SDPA attention was handed, call by call, where the model attends through its attention
+# interface: what ran. A model may make a mask it never uses (Qwen2-MoE builds a sliding-window one beside the
+# causal one whether or not any layer slides), so where this holds anything it is the record.
+MASKS_USED: set[str] = set()
+
+
+def clear_masks_seen() -> None:
+    MASKS_SEEN.clear()
+    MASKS_USED.clear()
 
 
 def sdpa_without_dense_masks(unpacked: bool = False) -> bool:
@@ -99,15 +108,36 @@ def _install_mask_override() -> bool:
 
     sdpa_mask.__wrapped__ = original  # type: ignore[attr-defined]
     mu.AttentionMaskInterface.register("sdpa", sdpa_mask)
+    _record_what_sdpa_gets()
     _MASK_OVERRIDE["on"] = True
     return True
 
 
+def _record_what_sdpa_gets() -> None:
+    """transformers' SDPA attention, recording in MASKS_USED whether each call got a mask tensor."""
+    try:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        attend = ALL_ATTENTION_FUNCTIONS._global_mapping["sdpa"]
+    except (ImportError, AttributeError, KeyError):
+        return
+
+    def sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, *args: Any,
+                       **kwargs: Any) -> Any:
+        MASKS_USED.add("none" if attention_mask is None else "dense")
+        return attend(module, query, key, value, attention_mask, *args, **kwargs)
+
+    sdpa_attention.__wrapped__ = attend  # type: ignore[attr-defined]
+    ALL_ATTENTION_FUNCTIONS.register("sdpa", sdpa_attention)
+
+
 def masks_seen() -> str | None:
-    """What the SDPA mask function handed out since MASKS_SEEN was cleared: 'none', 'dense', 'mixed'."""
-    if not MASKS_SEEN:
+    """What SDPA got since clear_masks_seen(): 'none', 'dense', 'mixed': what its calls were handed where the model
+    attends through transformers' interface (MASKS_USED), else what the mask function handed out (MASKS_SEEN)."""
+    seen = MASKS_USED or MASKS_SEEN
+    if not seen:
         return None
-    return "mixed" if len(MASKS_SEEN) > 1 else next(iter(MASKS_SEEN))
+    return "mixed" if len(seen) > 1 else next(iter(seen))
 
 
 def build_model(model: Model, attn: str, device: str) -> torch.nn.Module:

@@ -437,7 +437,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             raise MemoryError("fault injection: rank 1 out of memory while measuring")
         batch = modeling.make_batch(model, micro, device, gen)
         kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
-        modeling.MASKS_SEEN.clear()  # from here: what SDPA's mask is in the measured (compiled) passes
+        modeling.clear_masks_seen()  # from here: what SDPA's mask is in the measured (compiled) passes
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
 
