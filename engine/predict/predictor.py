@@ -673,7 +673,7 @@ class Predictor:
         lines.append(f"pass {p.pass_s:.3f} s; update {p.update_s:.3f} s ("
                      + (self.cpu_note[offload_kind(p.methods)] if p.methods.offloading else self.x_u_note) + ")")
         lines.append(f"step = {p.pass_s:.3f} x {accum} + {p.update_s:.3f} = {p.step_s:.1f} s; "
-                     f"x {model.training.steps:,} steps = {p.days:.1f} days")
+                     f"x {model.training.steps:,} steps = {_days(p.days)} days")
         g = t.get("generation_factors") or {}
         if g and t.get("generation") != BASE and self.generations is not None:
             lines.append(f"generation {t.get('generation')}: compute x {g['compute']:.2f}, attention x "
@@ -685,9 +685,9 @@ class Predictor:
                      + (f" (fp8: still against the 16-bit peak, as torchtitan reports it; its limit is the "
                         f"{gpu.peak_fp8_tflops:.0f} TFLOP/s FP8 peak)" if p.methods.fp8 else "")
                      + (f", capped at {t['mfu_line']:.0%} (this generation's line; the time model said "
-                        f"{p.uncapped_days:.1f} days)" if p.capped and p.uncapped_days else ""))
+                        f"{_days(p.uncapped_days)} days)" if p.capped and p.uncapped_days else ""))
         if band and p.days_low is not None:
-            lines.append(f"band {p.days_low:.1f}-{p.days_high:.1f} days: {band.what}")
+            lines.append(f"band {_days(p.days_low)}-{_days(p.days_high)} days: {band.what}")
         return lines
 
     # -- a whole cell --
@@ -701,6 +701,12 @@ class Predictor:
                             max_micro_batch=max_micro_batch)
                for m in space.search_space(method_set, num_gpus, extras)]
         return sorted(out, key=lambda p: (not p.feasible, p.days if p.days is not None else math.inf))
+
+
+def _days(d: float) -> str:
+    """Days in an explanation: one decimal from a day up, two significant figures under it (a run of an hour is
+    0.042 days, not 0.0)."""
+    return f"{d:.1f}" if d >= 1 else f"{d:.2g}"
 
 
 def _widened(band: Band | None, factors: tuple[float, float], what: str) -> Band:

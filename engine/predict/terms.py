@@ -263,6 +263,15 @@ def expert_parallel_bytes(model: Model, micro_batch: int, num_gpus: int) -> floa
     return micro_batch * s.tokens * per_token * (num_gpus - 1) / num_gpus
 
 
+# Why a sharding's path sets a mixture of experts' speed (measured, docs/measurements.md 2026-11-28): transformers'
+# grouped expert products (its default experts implementation) run in the weights' dtype, which autocast does not
+# reach (pytorch/pytorch#174763). With fp32 weights (DDP, one GPU) they fall back to one fp32 product per expert;
+# FSDP's mixed precision gathers bf16 weights, which run one bf16 grouped product: 2x per FLOP on two architectures.
+MOE_PATH = ("transformers' grouped expert products run in the weights' dtype, outside autocast: with fp32 weights "
+            "(DDP, one GPU) one fp32 product an expert, with FSDP's bf16 weights one bf16 grouped product; measured "
+            "2x apart per FLOP on OLMoE and Qwen-MoE, 2 x H200, docs/measurements.md 2026-11-28")
+
+
 def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = False, own: bool = False) -> list[str]:
     """What a prediction for a mixture of experts rests on, in words (`measured`: its architecture has
     measured rows, which fit what the factor leaves; `own`: this model's own rows set its speed,
@@ -271,16 +280,16 @@ def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = Fa
     if not s.experts:
         return []
     ep = expert_parallel_bytes(model, micro_batch, max(num_gpus, 8))
+    band = f"band {MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x"
     return [f"mixture of experts: {s.experts} experts, {s.experts_per_token} a token; compute from the "
             f"{s.active_params / 1e9:.3g}B active parameters, memory from all {s.params / 1e9:.3g}B (every "
             f"expert's weights, gradients and optimizer states on every GPU)",
             f"each active FLOP costs {MOE_COMPUTE_FACTOR:g}x a dense one (routing, grouped expert products): "
             + ("an assumption; this architecture's measured rows fit the rest" if measured else
-               "an assumption; this model's own rows set its speed (a sharding's own where its rows run 1.5x "
-               "apart: a mixture of experts measured 2x faster per FLOP under FSDP than under DDP, 2 x H200, "
-               f"docs/measurements.md 2026-11-28); band {MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x kept for it" if own else
-               "an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; band "
-               f"{MOE_BAND[0]:g}x-{MOE_BAND[1]:g}x for it"),
+               f"an assumption; this model's own rows set its speed, a sharding's own where its rows run 1.5x "
+               f"apart ({MOE_PATH}); {band} kept for it" if own else
+               f"an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; {band} "
+               f"for it (FSDP or DDP: {MOE_PATH})"),
             "data-parallel and sharded settings only (every GPU holds every expert): no expert parallelism; "
             f"one would add all-to-alls of ~{ep / 1e9:.2g} GB per GPU per pass at {micro_batch} x {s.tokens} "
             f"tokens over {max(num_gpus, 8)} GPUs"]
