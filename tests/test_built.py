@@ -391,3 +391,24 @@ def test_transformers_table_of_modules_reads_back_as_it_was_scanned(tmp_path):
     lean._remember_table(utils, tables)
     utils.create_import_structure_from_path(folder)
     assert scans == [folder, folder]
+
+
+def test_an_unsharded_mixture_of_experts_recipe_says_its_experts_run_in_fp32(built_cache):
+    from engine.data.presets import load_presets
+    from engine.data.runs import model_for
+    from engine.recipe import export
+
+    presets, model = model_for(load_presets(include_user=False), str(built_cache("olmoe")))
+    row = {"trial_id": "t", "model": model.id, "gpu": "h200", "num_gpus": 2, "num_nodes": 1, "micro_batch": 1,
+           "grad_accum": model.training.batch_size // 2, "free_lunch": True, "tf32": True, "compile": True,
+           "activation_checkpointing": False, "sharding": "none", "offloading": False}
+    said = {}
+    for sharding in ("none", "zero2", "fsdp2"):
+        notes: list[str] = []
+        export.training_args({**row, "sharding": sharding}, model, "cuda", notes)
+        said[sharding] = any("expert products" in n for n in notes)
+    assert said == {"none": True, "zero2": False, "fsdp2": False}
+    dense = presets.model("pythia-160m")
+    notes = []
+    export.training_args({**row, "model": dense.id, "grad_accum": dense.training.batch_size // 2}, dense, "cuda", notes)
+    assert not any("expert products" in n for n in notes)

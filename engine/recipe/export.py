@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.bench import fast
 from engine.data import formulas, safe, space
+from engine.data.describer import EXPERTS
 from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets, Training
 from engine.data.runs import describe_run, run_key
@@ -269,6 +270,12 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                          "FSDP 5-7% slower, fp8 under FSDP a third slower). Call "
                          "engine.bench.steppers.allow_a_compile_per_block(NUMBER_OF_BLOCKS) before training, as the "
                          "benchmark did (it sets the limit to the blocks + 8)")
+    if row["sharding"] in (None, "none") and any(model.config.get(k) for k in EXPERTS):
+        notes.append("a mixture of experts with fp32 weights (no sharding): transformers runs its expert products "
+                     "outside autocast, in the weights' dtype, so here in fp32, one product an expert; FSDP's mixed "
+                     "precision gathers bf16 weights and runs them as one bf16 grouped product, measured 2x faster per "
+                     "FLOP on two MoE architectures (docs/measurements.md, 2026-11-28). On 2 or more GPUs an FSDP row "
+                     "of this model is the faster recipe; on one GPU this engine measured no other path")
     if device == "cpu":
         for_device(args, None, "cpu", notes)
     return args
