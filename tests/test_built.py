@@ -64,7 +64,24 @@ def test_decoder_flops_per_token_are_6_x_active_matrix_parameters_and_attention(
     matmul = d["active_params"] - d["embedding_params"] + (d["vocab"] * d["hidden"] if d["tied"] else 0)
     assert a == pytest.approx(6 * matmul, rel=0.03), d["flops_source"]
     assert b == pytest.approx(12 * d["layers"] * d["heads"] * d["head_dim"], rel=0.03)
-    assert d["flops_source"].startswith("counted by FlopCounterMode")
+    assert d["flops_source"].startswith("counted by torch's FLOP formulas")
+
+
+@pytest.mark.parametrize("name", ["llama", "olmoe", "t5", "modernbert"])
+def test_the_counter_totals_what_flopcountermode_totals(name):
+    # The worker's counter is FlopCounterMode without its per-module counts: the same formulas, the same totals.
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg, _, kind, net, _ = describer._build(_config(name))
+    length = [(64, 32)]
+    ours = describer._count_each(net, kind, length)
+    real = describer._counter
+    try:
+        describer._counter = lambda: FlopCounterMode(display=False)
+        theirs = describer._count_each(net, kind, length)
+    finally:
+        describer._counter = real
+    assert ours == theirs and ours[0] > 0
 
 
 @pytest.mark.parametrize("name", MOE)
@@ -412,3 +429,17 @@ def test_an_unsharded_mixture_of_experts_recipe_says_its_experts_run_in_fp32(bui
     notes = []
     export.training_args({**row, "model": dense.id, "grad_accum": dense.training.batch_size // 2}, dense, "cuda", notes)
     assert not any("expert products" in n for n in notes)
+
+
+def test_the_cli_begins_building_before_it_makes_its_parser(monkeypatch):
+    # The build is begun from the raw arguments, before the parser (a sixth of a second) is made; nothing for --help
+    # or for a command that takes no model, and a broken argument list is the parser's to say.
+    import engine.data.runs as runs
+    from tui_planner import cli
+
+    begun = []
+    monkeypatch.setattr(runs, "start_describing", begun.append)
+    for argv in (["predict", "--model", "a.json", "--gpu", "h100"], ["--db", "x.duckdb", "rank", "--model=b.json"],
+                 ["predict", "--model", "c.json", "--help"], ["results", "--model", "d.json"], ["predict", "--model"]):
+        cli._start_building_early(argv)
+    assert begun == ["a.json", "b.json"]

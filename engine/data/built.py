@@ -10,7 +10,7 @@ downloaded, never `trust_remote_code`) with the Auto class its config asks for (
 sequence-to-sequence LM). What is read from the real module tree: the parameter counts (total, input
 embeddings, per repeated block, the experts a token does not reach), the repeated block class (what FSDP wraps
 and checkpointing recomputes: transformers' `_no_split_modules`), and the FLOPs of one training step (forward
-+ backward) counted by `torch.utils.flop_counter.FlopCounterMode` on meta tensors at two sequence lengths,
++ backward) counted with `torch.utils.flop_counter`'s formulas on meta tensors at two sequence lengths,
 which pins down a per-sample count F(s) = a x s + b x s^2 exactly for attention models (a: everything linear
 in the tokens; b: attention's s x s products). Encoder-decoders are counted over five pairs of input and
 target lengths (s, t): F = a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t. A mixture of experts runs its experts

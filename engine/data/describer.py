@@ -12,6 +12,7 @@ is said.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -121,10 +122,36 @@ def _count_flops(net: Any, kind: str, lengths: list[tuple[int, int]]) -> list[fl
     return _in_two(lambda part: _count_each(net, kind, part), lengths)
 
 
+def _counter() -> Any:
+    """A dispatch mode that adds up torch's own FLOP formulas (torch.utils.flop_counter's registry: matrix products,
+    attention, convolutions) for every operation that has one. FlopCounterMode less what a total does not need: it
+    also keeps a count for every module (hooks on each module's forward and backward), which made a count on meta
+    tensors take 1.4-3x as long. The totals are the same (tests/test_built.py checks them against it)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.total = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            formula = flop_registry.get(func._overloadpacket)
+            if formula is not None:
+                self.total += formula(*args, **kwargs, out_val=out)
+            return out
+
+        def get_total_flops(self) -> int:
+            return self.total
+
+    return Count()
+
+
 def _count_each(net: Any, kind: str, lengths: list[tuple[int, int]]) -> list[float]:
     import torch
     import torch.nn.functional as F
-    from torch.utils.flop_counter import FlopCounterMode
 
     # An encoder is given an attention mask, else some (DeBERTa) read the ids for padding; others (ModernBERT)
     # read the mask's values, which meta tensors do not have: each is tried, and the one that runs is kept.
@@ -143,7 +170,7 @@ def _count_each(net: Any, kind: str, lengths: list[tuple[int, int]]) -> list[flo
             else:
                 kwargs.pop("attention_mask", None)
             try:
-                with FlopCounterMode(display=False) as counter:
+                with _counter() as counter:
                     logits = net(**kwargs).logits
                     F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1)).backward()
             except Exception:
@@ -276,7 +303,7 @@ def _build(config: dict) -> tuple[Any, Any, str, Any, str]:
     net = None
     for attn in ("sdpa", "eager"):
         try:
-            with torch.device("meta"):
+            with torch.device("meta"), _no_init():
                 net = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation=attn)
             attention = attn
             break
@@ -286,6 +313,31 @@ def _build(config: dict) -> tuple[Any, Any, str, Any, str]:
         raise BuildError(f"transformers cannot build model_type {mt!r} from it: {str(why)[:200]}")
     net.train()
     return cfg, auto, kind, net, attention
+
+
+INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
+                  "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")
+
+
+@contextlib.contextmanager
+def _no_init() -> Any:
+    """torch.nn.init's functions as no-ops while the model is built: a model on the meta device has no values to
+    initialise (transformers itself skips its own initialisation there), and torch's modules initialising theirs
+    dispatched some fifty operations a layer in Python (a third of T5-base's build). transformers' init_weights,
+    which also ties the embeddings, runs as it would."""
+    import torch.nn.init as init
+
+    def leave(tensor: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return tensor
+
+    saved = {name: getattr(init, name) for name in INIT_FUNCTIONS if hasattr(init, name)}
+    try:
+        for name in saved:
+            setattr(init, name, leave)
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(init, name, fn)
 
 
 def _block_names(net: Any) -> set[str]:
@@ -311,8 +363,13 @@ def _counted(cfg: Any, auto: Any, kind: str, net: Any, names: set[str], lengths:
     try:
         return _count_by_blocks(net, kind, lengths, names, whole)
     except Exception:
-        with torch.device("meta"):
-            eager = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager")
+        eager = None
+        try:  # the same model switched to eager attention (transformers 5), else built again with it
+            net.set_attn_implementation("eager")
+            eager = net
+        except Exception:  # noqa: BLE001
+            with torch.device("meta"), _no_init():
+                eager = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager")
         eager.train()
         return _count_by_blocks(eager, kind, lengths, names, whole)
 
@@ -373,7 +430,7 @@ def describe_by_building(config: dict) -> dict:
     try:
         counted = _counted(cfg, auto, kind, net, names, lengths)
         coef = _fit(kind, lengths, counted)
-        source = (f"counted by FlopCounterMode on the meta device (transformers {tf.__version__}, torch "
+        source = (f"counted by torch's FLOP formulas on the meta device (transformers {tf.__version__}, torch "
                   f"{torch.__version__.split('+')[0]})" + ("; the experts a token is routed to" if experts else ""))
     except Exception as e:  # counting is best effort: 6 x the active matrix parameters, attention by formula
         matmul = total - inactive - embedding + (vocab * hidden if tied else 0)
