@@ -440,6 +440,35 @@ def test_the_cli_begins_building_before_it_makes_its_parser(monkeypatch):
     begun = []
     monkeypatch.setattr(runs, "start_describing", begun.append)
     for argv in (["predict", "--model", "a.json", "--gpu", "h100"], ["--db", "x.duckdb", "rank", "--model=b.json"],
-                 ["predict", "--model", "c.json", "--help"], ["results", "--model", "d.json"], ["predict", "--model"]):
+                 ["predict", "--model", "c.json", "--help"], ["results", "--model", "d.json"], ["predict", "--model"],
+                 ["bench", "--db", "export", "--model", "e.json"], ["predict", "--model", "--gpu", "h100"],
+                 ["export", "--model", "f.json", "--model", "g.json"], ["predict", "--", "--model", "h.json"]):
         cli._start_building_early(argv)
-    assert begun == ["a.json", "b.json"]
+    assert begun == ["a.json", "b.json", "g.json"]  # the last --model, as argparse takes it
+
+
+def test_layerdrop_skips_no_layer_while_counting():
+    # M2M-100's config drops 5% of its layers at random in training mode (layerdrop): a count would miss some.
+    base = {"model_type": "m2m_100", "architectures": ["M2M100ForConditionalGeneration"], "d_model": 32,
+            "encoder_layers": 3, "decoder_layers": 3, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+            "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 200, "max_position_embeddings": 256}
+    dropping = describer.describe_by_building({**base, "encoder_layerdrop": 0.5, "decoder_layerdrop": 0.5})
+    whole = describer.describe_by_building({**base, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0})
+    assert dropping["flops"] == whole["flops"] and all(x >= 0 for x in whole["flops"]) and whole["flops"][0] > 0
+
+
+def test_building_leaves_transformers_own_initialisation_alone():
+    # transformers copies torch's init functions when its initialization module first loads; were that inside the
+    # build's no-op window, every later model of the process would keep its values uninitialised.
+    import subprocess
+    import sys
+
+    code = ("import json; from engine.data import describer; import torch, transformers; "
+            f"c = json.load(open({str(FIXTURES / 'llama.json')!r})); c.pop('architectures', None); "
+            "describer.describe_by_building(c); "
+            "cfg = transformers.LlamaConfig(**{k: v for k, v in c.items() if k != 'model_type'}); "
+            "torch.manual_seed(0); net = transformers.LlamaForCausalLM(cfg); "
+            "print(float(net.model.layers[0].self_attn.q_proj.weight.std()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert abs(float(out.stdout.split()[-1]) - 0.02) < 0.005  # the config's initializer_range, not torch's default

@@ -126,6 +126,29 @@ def test_the_record_is_what_sdpa_got_not_every_mask_the_model_made(monkeypatch):
     assert modeling.masks_seen() == "none"  # got: the flag, every call
 
 
+def test_recording_what_sdpa_got_does_not_split_a_checkpointed_compiled_graph(monkeypatch):
+    # The record is a side effect inside each layer, so inside checkpointing's region when training: Dynamo refuses
+    # those ("HOP: Unsafe side effect") and compiles around every checkpointed layer (2 graphs became 4 here).
+    _as_torch_before_2_14_compiling(monkeypatch)
+    model = TINY.model("tiny-neox")
+    batch = modeling.make_batch(model, 2, "cpu", torch.Generator().manual_seed(0))
+    net = modeling.build_model(model, "sdpa", "cpu")
+    modeling.enable_checkpointing(net, model)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    modeling.clear_masks_seen()
+    torch.compile(net, backend=backend)(**batch).loss.backward()
+    unsafe = [r for r in torch._dynamo.utils.counters["graph_break"] if "side effect" in r.lower()]
+    assert not unsafe and len(graphs) <= 2, (len(graphs), unsafe)
+    assert modeling.masks_seen() == "none"
+
+
 def test_packed_rows_stay_transformers_business_unless_the_caller_says_unpacked():
     # Users' own data may pack several documents into a row: the default leaves packing detection on.
     import subprocess

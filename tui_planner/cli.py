@@ -190,11 +190,19 @@ def _start_building_early(raw: list[str]) -> None:
     """A config.json that needs building begins its build before the parser is made (a sixth of a second): its
     seconds overlap everything the command does before it needs the model (engine/data/built.py). Read from the
     raw arguments; whatever is wrong with them is said by the parser, and a build never asked for is stopped at exit."""
-    if "-h" in raw or "--help" in raw or not any(c in raw for c in BUILDS_EARLY):
+    if "-h" in raw or "--help" in raw or "--" in raw:
         return
-    model = next((raw[i + 1] for i, a in enumerate(raw[:-1]) if a == "--model"), None)
-    model = model or next((a.split("=", 1)[1] for a in raw if a.startswith("--model=")), None)
-    if model:
+    # the command: the first word that is not an option or a global option's value (--db FILE, --presets PATH)
+    words = [a for i, a in enumerate(raw) if not a.startswith("-") and (i == 0 or raw[i - 1] not in ("--db", "--presets"))]
+    if not words or words[0] not in BUILDS_EARLY:
+        return
+    model = None
+    for i, a in enumerate(raw):  # the last --model, as argparse takes it
+        if a == "--model" and i + 1 < len(raw):
+            model = raw[i + 1]
+        elif a.startswith("--model="):
+            model = a.split("=", 1)[1]
+    if model and not model.startswith("-"):
         from engine.data.runs import start_describing
 
         start_describing(model)

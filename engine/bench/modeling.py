@@ -129,6 +129,13 @@ def _record_what_sdpa_gets() -> None:
 
     sdpa_attention.__wrapped__ = attend  # type: ignore[attr-defined]
     ALL_ATTENTION_FUNCTIONS.register("sdpa", sdpa_attention)
+    # The record is a side effect inside each layer, so inside a checkpointed region, where Dynamo refuses side
+    # effects (it would split the compiled graph around every checkpointed layer: 2 graphs became 5 on a small
+    # Llama). It may skip them in the backward's recompute: the forward has already recorded what SDPA got.
+    import torch._dynamo
+
+    if hasattr(torch._dynamo.config, "skip_fwd_side_effects_in_bwd_under_checkpoint"):
+        torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
 
 
 def masks_seen() -> str | None:

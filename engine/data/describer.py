@@ -295,6 +295,9 @@ def _build(config: dict) -> tuple[Any, Any, str, Any, str]:
     except Exception as e:  # transformers validates configs with many exception types
         raise BuildError(f"transformers refuses its values: {str(e)[:200]}") from None
     auto, kind = _choose(cfg, config)
+    for name in ("layerdrop", "encoder_layerdrop", "decoder_layerdrop"):  # a training pass would skip layers at
+        if getattr(cfg, name, 0):                                           # random (M2M-100's 0.05): every layer
+            setattr(cfg, name, 0.0)                                         # costs its FLOPs, as in the run
     if _attr(cfg, *EXPERTS, default=0):
         try:
             cfg._experts_implementation = "batched_mm"  # one product per routed token: countable on meta tensors
@@ -326,6 +329,11 @@ def _no_init() -> Any:
     dispatched some fifty operations a layer in Python (a third of T5-base's build). transformers' init_weights,
     which also ties the embeddings, runs as it would."""
     import torch.nn.init as init
+
+    try:  # transformers keeps its own copy of torch's init functions, taken when this module first loads: not ours
+        import transformers.initialization  # noqa: F401
+    except ImportError:
+        pass
 
     def leave(tensor: Any = None, *args: Any, **kwargs: Any) -> Any:
         return tensor
@@ -365,9 +373,12 @@ def _counted(cfg: Any, auto: Any, kind: str, net: Any, names: set[str], lengths:
     except Exception:
         eager = None
         try:  # the same model switched to eager attention (transformers 5), else built again with it
-            net.set_attn_implementation("eager")
-            eager = net
+            net.set_attn_implementation("eager")  # (a model that cannot switch only logs a warning)
+            if getattr(net.config, "_attn_implementation", None) == "eager":
+                eager = net
         except Exception:  # noqa: BLE001
+            pass
+        if eager is None:
             with torch.device("meta"), _no_init():
                 eager = auto.from_config(cfg, dtype=torch.bfloat16, attn_implementation="eager")
         eager.train()

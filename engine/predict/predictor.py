@@ -704,9 +704,9 @@ class Predictor:
 
 
 def _days(d: float) -> str:
-    """Days in an explanation: one decimal from a day up, two significant figures under it (a run of an hour is
-    0.042 days, not 0.0)."""
-    return f"{d:.1f}" if d >= 1 else f"{d:.2g}"
+    """Days in an explanation: one decimal from a day up, three under it, two significant figures under a hundredth
+    (a run of an hour is 0.042 days, not 0.0)."""
+    return f"{d:.1f}" if d >= 1 else f"{d:.3f}" if d >= 0.01 else f"{d:.2g}"
 
 
 def _widened(band: Band | None, factors: tuple[float, float], what: str) -> Band:

@@ -285,7 +285,7 @@ def moe_lines(model: Model, micro_batch: int, num_gpus: int, measured: bool = Fa
             f"{s.active_params / 1e9:.3g}B active parameters, memory from all {s.params / 1e9:.3g}B (every "
             f"expert's weights, gradients and optimizer states on every GPU)",
             f"each active FLOP costs {MOE_COMPUTE_FACTOR:g}x a dense one (routing, grouped expert products): "
-            + ("an assumption; this architecture's measured rows fit the rest" if measured else
+            + (f"an assumption; this architecture's measured rows fit the rest ({MOE_PATH})" if measured else
                f"an assumption; this model's own rows set its speed, a sharding's own where its rows run 1.5x "
                f"apart ({MOE_PATH}); {band} kept for it" if own else
                f"an assumption, unmeasured until a mixture of experts of this architecture is benchmarked; {band} "
