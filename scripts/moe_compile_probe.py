@@ -52,6 +52,8 @@ def main() -> int:
 
     from engine.bench import modeling
     from engine.bench.steppers import make_optimizer
+    from engine.bench.sweep import gpu_preset_for
+    from engine.predict import terms
     from engine.data.presets import load_presets
     from engine.data.runs import model_for
 
@@ -62,12 +64,12 @@ def main() -> int:
     dev = args.device
     cuda = dev == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    name = torch.cuda.get_device_name().lower() if cuda else "cpu"
-    gpu = next((g for g in presets.gpus.values() if g.id in name.split()), None)
-    peak = gpu.peak_16bit_flops if gpu else None
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    gpu_id = gpu_preset_for(name, presets) if cuda else None
+    peak = presets.gpus[gpu_id].peak_16bit_flops if gpu_id else None
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    flops_per_sample = model.flops_per_step / model.training.batch_size  # the engine's count (MFU's numerator)
+    flops_per_sample = terms.flops_per_sample(model)  # the engine's count (MFU's numerator)
     print(json.dumps({"model": model.id, "gpu": name, "torch": torch.__version__,
                       "micro_batch": args.micro_batch, "peak": peak, "flops_per_sample": flops_per_sample}))
     for variant in args.variants:
@@ -132,9 +134,7 @@ def main() -> int:
                           "peak_gb": round(torch.cuda.max_memory_allocated() / 1e9, 1) if cuda else None,
                           "graphs": int(counters["stats"].get("unique_graphs", 0)),
                           "graph_breaks": int(sum(counters["graph_break"].values())),
-                          "break_reasons": [r[:200] for r in list(counters["graph_break"])[:3]],
-                          "recompiles": {k: v for k, v in counters["recompiles"].items()} if "recompiles" in counters
-                          else None}), flush=True)
+                          "break_reasons": [r[:200] for r in list(counters["graph_break"])[:3]]}), flush=True)
         del net, opt, forward
     return 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from engine.data import built, describer
+from engine.data import built, counting, describer
 from engine.data.architecture import ArchitectureError, describe, describe_or_build, from_built
 
 torch = pytest.importorskip("torch")
@@ -74,13 +74,13 @@ def test_the_counter_totals_what_flopcountermode_totals(name):
 
     cfg, _, kind, net, _ = describer._build(_config(name))
     length = [(64, 32)]
-    ours = describer._count_each(net, kind, length)
-    real = describer._counter
+    ours = counting._count_each(net, kind, length)
+    real = counting._counter
     try:
-        describer._counter = lambda: FlopCounterMode(display=False)
-        theirs = describer._count_each(net, kind, length)
+        counting._counter = lambda: FlopCounterMode(display=False)
+        theirs = counting._count_each(net, kind, length)
     finally:
-        describer._counter = real
+        counting._counter = real
     assert ours == theirs and ours[0] > 0
 
 

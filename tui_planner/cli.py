@@ -219,10 +219,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what to run again to resume a bench
     try:
-        if args.command in ("predict", "rank", "export") and getattr(args, "model", None):
+        if args.command in BUILDS_EARLY and getattr(args, "model", None):
             from engine.data.runs import start_describing
 
-            start_describing(args.model)  # a config.json to build: it builds while the presets and results load
+            # begun already from the raw arguments, unless they hid it from the early scan (an abbreviated --mod):
+            # a build begun is not begun again (engine/data/built.py: start)
+            start_describing(args.model)
         if args.command is None:
             if sys.stdin.isatty() and sys.stdout.isatty():
                 return _app(args)

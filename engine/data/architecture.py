@@ -148,8 +148,7 @@ def describe(config: Mapping[str, Any], where: str = "config.json") -> Architect
         config = {**config["text_config"], "model_type": config["text_config"].get("model_type")
                   or f"{config.get('model_type')}_text"}
     mt = str(config.get("model_type") or "")
-    moe = [k for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
-           if config.get(k)]
+    moe = [k for k in (*built.EXPERTS, "moe_intermediate_size") if config.get(k)]
     if moe or not is_known(mt):
         found = built.cached(config, where)
         if found is not None:

@@ -17,7 +17,7 @@ target lengths (s, t): F = a_s s + a_t t + b_s s^2 + b_t t^2 + b_x s t. A mixtur
 as one batched product per token (transformers' `batched_mm` experts), so the count is of the experts a token
 is routed to: its active FLOPs, router included. Counting costs time per block, not per FLOP, so a model of
 many like blocks is counted with its first block and one more of each kind, and the rest added by difference
-(`_count_by_blocks`: exact, and checked against counting the whole model in tests/test_built.py).
+(engine/data/counting.py: exact, and checked against counting the whole model in tests/test_built.py).
 
 The build runs in its own process (`python -m engine.data.describer FILE`: torch and transformers are imported
 there only), so the planner never loads torch and a build that fails or hangs costs a message, not the app. That
@@ -49,6 +49,7 @@ from engine.data.files import write_quietly
 
 VERSION = 2  # of the description's layout: a cached description of another version is built again
 BUILD_TIMEOUT_S = 300
+EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")  # a config's count of experts, as models name it
 # Sizes past these are a mistake in the file (or a model no one can train this decade), said before building:
 # a million layers would be a million modules even on the meta device.
 SIZE_LIMITS = {
@@ -60,7 +61,7 @@ SIZE_LIMITS = {
     "heads": (("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
                "decoder_attention_heads", "num_key_value_heads", "num_kv_heads"), 10_000),
     "vocab": (("vocab_size",), 10_000_000),
-    "experts": (("num_experts", "num_local_experts", "n_routed_experts"), 10_000),
+    "experts": (EXPERTS, 10_000),
     "positions": (("max_position_embeddings", "n_positions", "max_seq_len"), 100_000_000),
 }
 MAX_PARAMS = 1e14  # a rough count from the sizes above, before building: 100 trillion parameters at most
@@ -166,7 +167,7 @@ class _Job:
             raise
 
     def stop(self) -> None:
-        """The worker and the copy it forked to count (engine/data/describer.py: _in_two) killed; its folder gone."""
+        """The worker and the copy it forked to count (engine/data/counting.py: in_two) killed; its folder gone."""
         if self.proc.poll() is None:
             try:  # the copy first: Linux lists a process's children; elsewhere the copy ends with its count
                 kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()

@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.bench import fast
 from engine.data import formulas, safe, space
-from engine.data.describer import EXPERTS
+from engine.data.built import EXPERTS
 from engine.data.errors import PlannerError
 from engine.data.presets import Model, Presets, Training
 from engine.data.runs import describe_run, run_key
