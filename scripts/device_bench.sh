@@ -5,7 +5,9 @@
 #   "MODEL[:METHODS] [BENCH ARGS...] [VAR=VALUE...]"  one `tui-planner bench` (METHODS default all); VAR=VALUE
 #                                                     words set that bench's environment (NCCL_SOCKET_IFNAME=lo)
 #   "numerics MODEL --extras fp8 [NUMERICS ARGS...]"  `tui-planner numerics` (issue 42: the loss against bf16), stored
-#                                                     on the database's rows of MODEL with that method
+#                                                     on the database's rows of MODEL with that method, and written
+#                                                     whole (curves and all) to $OUT/numerics-N.json; with 3 or 4
+#                                                     cards visible its runs go side by side, one a card
 #   "ddp MODEL GPUS [MB ACCUM] [VAR=VALUE...]"        scripts/plain_ddp.py on GPUS GPUs at MB x ACCUM, else at the
 #                                                     micro-batch and accumulation of the database's free-lunch row
 #                                                     of that cell on this card (same VAR words: the same
@@ -49,6 +51,7 @@ if [ ! -f /tmp/site/.stamp ]; then
   touch /tmp/site/.stamp
 fi
 if [ ! -f "/tmp/$db" ] && [ -f ".resume/$db" ]; then cp .resume/"$db"* /tmp/; fi
+n_json=0
 for item in "$@"; do
   read -ra words <<< "$item"
   vars=(); args=()
@@ -94,7 +97,9 @@ EOF2
   fi
   if [ "${args[0]}" = numerics ]; then
     echo "=== numerics ${args[*]:1} $(date -u +%FT%TZ), ${left} s left"
-    timeout -s TERM -k 15 "$left" python3 -m tui_planner numerics --model "${args[1]}" --db "/tmp/$db" "${args[@]:2}" \
+    n_json=$((n_json + 1))
+    timeout -s TERM -k 15 "$left" python3 -m tui_planner numerics --model "${args[1]}" --db "/tmp/$db" \
+      --json "$OUT/numerics-$n_json.json" "${args[@]:2}" \
       2>&1 | grep -v "UserWarning\|warnings.warn" | tail -5 | tee -a "$OUT/bench.log"
     python3 -c "import duckdb,sys; duckdb.connect(sys.argv[1]).execute('CHECKPOINT')" "/tmp/$db" && cp "/tmp/$db" "$OUT/$db"
     continue

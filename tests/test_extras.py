@@ -203,6 +203,45 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     assert "FSDP gathers" not in "\n".join(details.settings_lines({**predicted, "source": "paper"}))  # nothing recorded
 
 
+def test_the_numerics_runs_side_by_side_lose_the_same_as_one_after_another(tiny):
+    """Three or more cards: each run in a process of its own (spawned, as on a GPU host), the same losses to the
+    bit; a fourth card adds the method from the other initialisation, its gap read against that bf16 run."""
+    pytest.importorskip("torchao")
+    import multiprocessing
+
+    from engine.bench import numerics
+
+    kw = dict(steps=10, micro_batch=2, seq_len=32, device="cpu")
+    one = numerics.compare(tiny, Methods(fp8=True), **kw)
+    four = numerics.compare(tiny, Methods(fp8=True), cards=[None] * 4, **kw)
+    for curve in ("curve_baseline", "curve_method", "curve_other_init"):
+        assert four[curve] == one[curve]
+    assert one["side_by_side"] == 0 and four["side_by_side"] == 4 and "gap_other_init" not in one
+    again = four["curve_method_other_init"]
+    assert len(again) == len(four["curve_other_init"]) and again != four["curve_method"]
+    assert again[0] != four["curve_other_init"][0] or again[1:] != four["curve_other_init"][1:]  # fp8, not bf16
+    assert "fp8 against bf16 from that initialisation" in numerics.sentence(four)
+    assert not multiprocessing.active_children()
+    with pytest.raises(ValueError, match="side by side needs three"):
+        numerics.compare(tiny, Methods(fp8=True), cards=[None, None], **kw)
+
+
+def test_a_side_by_side_run_that_fails_or_hangs_stops_them_all_and_is_named(tiny):
+    import multiprocessing
+
+    from engine.bench import numerics
+
+    ids = numerics.corpus_ids()[:5000]
+    good = (tiny, Methods(), 10, 2, 32, "cpu", 0, ids, False)
+    bad = (tiny, Methods(), 10, 2, 32, "cpu", "not a seed", ids, False)
+    with pytest.raises(RuntimeError, match=r"the broken run failed: ValueError"):
+        numerics._side_by_side([("fine", good), ("broken", bad), ("fine too", good)], [None] * 3, timeout=600)
+    assert not multiprocessing.active_children()  # the others were stopped, not left running
+    with pytest.raises(RuntimeError, match=r"the a, b, c run\(s\) did not finish in 0.5 s: stopped"):
+        numerics._side_by_side([("a", good), ("b", good), ("c", good)], [None] * 3, timeout=0.5)
+    assert not multiprocessing.active_children()
+
+
 def test_the_numerics_command_refuses_what_cannot_run_here():
     out = subprocess.run([sys.executable, "-m", "tui_planner", "numerics", "--model", "tiny-neox", "--presets", TINY,
                           "--extras", "fused", "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,
@@ -259,11 +298,15 @@ def test_numerics_emulated_on_the_cpu_is_printed_never_stored(tmp_path, capsys):
     with Store.open(db) as s:
         s.add_trial(Trial(model="tiny-neox", gpu="h100", num_gpus=1, feasible=True, source="measured", fp8=True))
     assert main(["numerics", "--model", "tiny-neox", "--presets", TINY, "--extras", "fp8", "--device", "cpu",
-                 "--steps", "10", "--micro-batch", "2", "--seq-len", "16", "--db", str(db)]) == 0
+                 "--steps", "10", "--micro-batch", "2", "--seq-len", "16", "--db", str(db),
+                 "--json", str(tmp_path / "out" / "n.json")]) == 0
     out = capsys.readouterr().out
     assert "fp8: loss" in out and "vs" in out and "not stored" in out and "emulated" in out
     with Store.open(db) as s:
         assert [r["numerics"] for r in s.trials()] == [None]
+    written = json.loads((tmp_path / "out" / "n.json").read_text())  # the file says what the print says
+    assert written["model"] == "tiny-neox" and written["steps"] == 10 and written["fp8_emulated"]
+    assert f"{written['loss_method']:.3f}" in out and len(written["curve_method"]) == 10
 
 
 def _row(model, label, days, **kw):

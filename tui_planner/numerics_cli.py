@@ -14,11 +14,15 @@ DESCRIPTION = (
     "nothing to download): bf16 free-lunch, and with the method (fused: liger-kernel's kernels; fp8: torchao's "
     "float8 matrix products). Prints each run's loss at the end and the largest gap along the way; with "
     "--db, stores them on the model's measured rows that used the same method, where the results table and "
-    "the details show them. Runs on the first GPU; --device cpu emulates fp8 (slow, for checking the tool).")
+    "the details show them. Runs on the first GPU, one run after another; with three or more GPUs visible, the "
+    "runs go side by side, one a card, and a fourth card trains the method from the second initialisation too "
+    "(the gap measured twice). --device cpu emulates fp8 (slow, for checking the tool).")
 EPILOG = ("examples:\n"
           "  tui-planner numerics --model pythia-1b --extras fp8 --db mine.duckdb\n"
           "  tui-planner numerics --model llama-3.2-1b --extras fused fp8 --steps 500 --db mine.duckdb\n"
-          "  tui-planner numerics --model pythia-2.8b --extras fp8 --ckpt --micro-batch 4\n\n"
+          "  tui-planner numerics --model pythia-2.8b --extras fp8 --ckpt --micro-batch 4\n"
+          "  CUDA_VISIBLE_DEVICES=0,1,2,3 tui-planner numerics --model pythia-6.9b --extras fp8 --ckpt \\\n"
+          "      --micro-batch 8 --json fp8.json    # four runs at once, one a GPU\n\n"
           "One GPU holds the model's fp32 weights, gradients and Adam states (16 bytes a parameter: Pythia-6.9B\n"
           "needs 110 GB before activations, an H200's 141 GB). Results measured on the CPU (fp8 emulated) are\n"
           "printed, never stored.")
@@ -38,6 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                        "large for one GPU without it)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--seed", type=arg.whole(0, 2**31 - 1), default=0)
+    p.add_argument("--one-card", action="store_true",
+                   help="one run after another on the first GPU, even with three or more visible")
+    p.add_argument("--timeout", type=arg.whole(60, 7 * 86_400), default=3600,
+                   help="seconds the side-by-side runs may take before they are stopped (default 3600)")
+    p.add_argument("--json", metavar="FILE", help="also write the result (losses, gaps, curves) to FILE as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,12 +71,29 @@ def run(args: argparse.Namespace) -> int:
     if why and not (args.device == "cpu" and methods.extras == ("fp8",) and "not installed" not in why):
         raise PlannerError(f"numerics {methods.label}: {why}")
     _, model = arg.resolve_model(args, load_presets(args.presets))
+    cards = None
+    if args.device == "cuda" and not args.one_card:
+        here = numerics.cards_here()
+        cards = here[:4] if len(here) >= 3 else None
+        if cards:
+            print(fmt.visible(f"side by side on {len(cards)} GPUs ({', '.join(cards)}): one run a card"))
     try:
         result = numerics.compare(model, methods, steps=args.steps, micro_batch=args.micro_batch,
-                                  seq_len=args.numerics_seq_len, device=args.device, seed=args.seed)
+                                  seq_len=args.numerics_seq_len, device=args.device, seed=args.seed, cards=cards,
+                                  timeout=args.timeout)
     except ValueError as e:
         raise PlannerError(f"numerics: {e}") from None
+    except RuntimeError as e:
+        raise PlannerError(f"numerics {methods.label} on {model.id}: {e}") from None
     print(fmt.visible(f"{model.id}: {numerics.sentence(result)}"))
+    if args.json:
+        from pathlib import Path
+
+        from engine.data.files import write_quietly
+
+        if not write_quietly(Path(args.json), json.dumps({"model": model.id, **result}, indent=1) + "\n"):
+            raise PlannerError(f"numerics: cannot write {args.json} (the result is printed above)")
+        print(fmt.visible(f"written to {args.json}"))
     if args.db and result.get("fp8_emulated"):
         print(f"not stored in {fmt.visible(args.db)}: fp8 was emulated on the CPU, which says nothing of a GPU's numerics")
     elif args.db:

@@ -9,14 +9,21 @@ method is compared with bf16, as the issue asks; an fp16 preset would need loss 
 torch.compile (the maths, not the speed). The result: each run's loss at the end (mean of the last tenth of steps), the gap between them, and
 the largest gap along the way (of losses averaged over windows of a tenth of the run, so one noisy step is
 not the headline), and the same two figures for bf16 from another initialisation on the same batches: the noise
-floor a method's gap is read against. Imports torch.
+floor a method's gap is read against. With three or more GPUs the runs go side by side, each in a process of its
+own on a card of its own (the same batches, the same seeds: the losses are the same as one after another), and a
+fourth card adds the method from the other initialisation too, so the gap is measured twice. Imports torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import queue
+import signal
 import statistics
+import threading
+import time
 from typing import Any
 
 from engine.data.presets import Model
@@ -76,10 +83,96 @@ def _train(model: Model, methods: Methods, steps: int, micro_batch: int, seq_len
     return losses, done
 
 
+def _read_only(table: dict) -> Any:
+    import types
+
+    return types.MappingProxyType(table)
+
+
+def _child(index: int, card: str | None, parent: int, args: tuple, out: Any) -> None:
+    """One run of a side-by-side comparison, in a spawned process that sees only its own card (and dies with
+    the process that started it, however that one ends)."""
+    from engine.bench.environment import die_with_parent
+
+    die_with_parent(parent)
+    if card is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = card
+    try:
+        out.put((index, True, _train(*args)))
+    except BaseException as e:  # noqa: BLE001 - said to the parent, which stops the others
+        out.put((index, False, f"{type(e).__name__}: {e}"))
+
+
+def _side_by_side(runs: list[tuple[str, tuple]], cards: list[str | None], timeout: float) -> list[tuple]:
+    """Each run in a process of its own on a card of its own; the losses in the runs' order. A run that fails,
+    dies or outlasts `timeout` stops them all and is said by name; no process outlives the call."""
+    import multiprocessing
+    import types
+    from multiprocessing.reduction import ForkingPickler
+
+    # a preset's read-only tables (a model's config) go to the child as what they are
+    ForkingPickler.register(types.MappingProxyType, lambda m: (_read_only, (dict(m),)))
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_child, args=(i, card, os.getpid(), args, out), daemon=True)
+             for i, ((_, args), card) in enumerate(zip(runs, cards))]
+    got: dict[int, tuple] = {}
+    deadline = time.monotonic() + timeout
+    taken = {}
+    if threading.current_thread() is threading.main_thread():  # signal.signal's rule
+        def stop(signum: int, _frame: Any) -> None:
+            raise RuntimeError(f"stopped by {signal.Signals(signum).name}")
+
+        taken = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for p in procs:
+            p.start()
+        while len(got) < len(procs):
+            try:
+                i, ok, payload = out.get(timeout=2.0)
+            except queue.Empty:
+                dead = [j for j, p in enumerate(procs) if j not in got and p.exitcode is not None]
+                if dead:
+                    try:  # what it said just before it ended, if anything
+                        i, ok, payload = out.get(timeout=2.0)
+                    except queue.Empty:
+                        j = dead[0]
+                        raise RuntimeError(f"the {runs[j][0]} run died (exit code {procs[j].exitcode})") from None
+                elif time.monotonic() > deadline:
+                    late = [runs[j][0] for j in range(len(procs)) if j not in got]
+                    raise RuntimeError(f"the {', '.join(late)} run(s) did not finish in {timeout:g} s: stopped")
+                else:
+                    continue
+            if not ok:
+                raise RuntimeError(f"the {runs[i][0]} run failed: {payload}")
+            got[i] = payload
+        return [got[i] for i in range(len(procs))]
+    finally:
+        for sig, previous in taken.items():
+            signal.signal(sig, previous)
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            if p.pid is not None:
+                p.join(timeout=10)
+
+
+def cards_here() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (all of them when it is not set)."""
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    named = [c.strip() for c in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if c.strip()]
+    return (named or [str(i) for i in range(n)])[:n]
+
+
 def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int = 8, seq_len: int = 512,
-            device: str = "cuda", seed: int = 0) -> dict[str, Any]:
+            device: str = "cuda", seed: int = 0, cards: list[str | None] | None = None,
+            timeout: float = 3600.0) -> dict[str, Any]:
     """Train `model` from one initialisation in bf16 free-lunch and with `methods`, and bf16 again from another
-    initialisation on the same batches (the noise floor); the losses compared."""
+    initialisation on the same batches (the noise floor); the losses compared. With `cards` (three or more),
+    the runs go side by side, one a card; a fourth card runs the method from the other initialisation too."""
     if not methods.extras:
         raise ValueError(f"{methods.label}: nothing to compare (no fused or fp8)")
     if model.objective != "causal-lm":
@@ -88,16 +181,27 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
         raise ValueError(f"{model.id}: a vocabulary of {model.vocab_size} cannot hold byte ids (256)")
     if steps < 10:
         raise ValueError(f"{steps} steps: at least 10")
+    if cards is not None and len(cards) < 3:
+        raise ValueError(f"{len(cards)} card(s): side by side needs three (bf16, the method, bf16 again)")
     ids = corpus_ids()
     seq_len = min(seq_len, model.seq_len or seq_len)
     base = dataclasses.replace(methods, fused=False, fp8=False)
     emulate = device != "cuda"
-    ref, _ = _train(model, base, steps, micro_batch, seq_len, device, seed, ids, emulate)
-    got, done = _train(model, methods, steps, micro_batch, seq_len, device, seed, ids, emulate)
+    shape = (steps, micro_batch, seq_len, device)
     # The noise floor: bf16 again from another initialisation, on the same batches. A short run from scratch is
     # chaotic (measured on an H200: fp8 ended 2.7% above bf16 on Pythia-1B and 6.9% below it on Pythia-2.8B after
     # 200 steps); a method's gap means something only against how far two bf16 runs land apart.
-    floor, _ = _train(model, base, steps, micro_batch, seq_len, device, seed + 1, ids, emulate, data_seed=seed)
+    runs = [("bf16", (model, base, *shape, seed, ids, emulate)),
+            (methods.label, (model, methods, *shape, seed, ids, emulate)),
+            ("bf16 from another initialisation", (model, base, *shape, seed + 1, ids, emulate, seed))]
+    if cards is not None and len(cards) >= 4:
+        runs.append((f"{methods.label} from another initialisation",
+                     (model, methods, *shape, seed + 1, ids, emulate, seed)))
+    if cards is None:
+        done_runs = [_train(*args) for _, args in runs]
+    else:
+        done_runs = _side_by_side(runs, list(cards), timeout)
+    (ref, _), (got, done), (floor, _) = done_runs[:3]
     tenth = max(1, steps // 10)
 
     def gaps(a: list[float], b: list[float]) -> tuple[float, float, float]:
@@ -112,14 +216,21 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
     end_got, gap, largest = gaps(ref, got)
     end_floor, noise, largest_noise = gaps(ref, floor)
     every = max(1, steps // 50)
+    twice = {}
+    if len(done_runs) > 3:
+        again = done_runs[3][0]
+        end_again, gap_again, largest_again = gaps(floor, again)
+        twice = {"loss_method_other_init": end_again, "gap_other_init": gap_again,
+                 "largest_gap_other_init": largest_again, "curve_method_other_init": again[::every]}
     return {
         "method": methods.label, "baseline": base.label + " (bf16)", "corpus": CORPUS, "steps": steps,
         "micro_batch": micro_batch, "seq_len": seq_len, "seed": seed, "device": device,
+        "side_by_side": len(done_runs) if cards is not None else 0,
         **({"fp8_emulated": True} if emulate and methods.fp8 else {}),
         "loss_baseline": end_ref, "loss_method": end_got, "gap": gap, "largest_gap": largest, "start_loss": ref[0],
         "loss_other_init": end_floor, "noise": noise, "largest_noise": largest_noise,
         "curve_every": every, "curve_baseline": ref[::every], "curve_method": got[::every],
-        "curve_other_init": floor[::every],
+        "curve_other_init": floor[::every], **twice,
         **done,
     }
 
@@ -128,6 +239,9 @@ def sentence(n: dict[str, Any]) -> str:
     """One line for a row's details: 'fp8: loss 2.113 vs 2.101 bf16 after 300 steps (+0.6%; at most +1.1%)'."""
     floor = (f"; bf16 from another initialisation: {n['noise']:+.1%}, at most {n['largest_noise']:+.1%}"
              if "noise" in n else "")
+    if "gap_other_init" in n:
+        floor += (f"; {n['method']} against bf16 from that initialisation: {n['gap_other_init']:+.1%}, "
+                  f"at most {n['largest_gap_other_init']:+.1%}")
     return (f"{n['method']}: loss {n['loss_method']:.3f} vs {n['loss_baseline']:.3f} bf16 after {n['steps']} steps "
             f"({n['gap']:+.1%}; largest gap along the way {n['largest_gap']:+.1%}{floor})"
             + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))

@@ -321,7 +321,9 @@ def numerics_words(text: Any) -> str:
             raise ValueError
         return (f"{n['loss_method']:.3f} vs {float(n['loss_baseline']):.3f} after {int(n['steps'])} steps "
                 f"({float(n['gap']):+.1%}; largest gap {float(n['largest_gap']):+.1%}"
-                + (f"; bf16 from another init {float(n['noise']):+.1%}" if "noise" in n else "") + ")"
+                + (f"; bf16 from another init {float(n['noise']):+.1%}" if "noise" in n else "")
+                + (f"; {n['method']} from that init {float(n['gap_other_init']):+.1%}"
+                   if "gap_other_init" in n else "") + ")"
                 + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))
     except (ValueError, KeyError, TypeError):
         return "not measured (tui-planner numerics --model ... --extras ... --db ...)"
