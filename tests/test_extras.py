@@ -210,6 +210,7 @@ def test_the_numerics_runs_side_by_side_lose_the_same_as_one_after_another(tiny)
     import multiprocessing
 
     from engine.bench import numerics
+    from tui_planner.app import details
 
     kw = dict(steps=10, micro_batch=2, seq_len=32, device="cpu")
     one = numerics.compare(tiny, Methods(fp8=True), **kw)
@@ -224,6 +225,12 @@ def test_the_numerics_runs_side_by_side_lose_the_same_as_one_after_another(tiny)
     assert not multiprocessing.active_children()
     with pytest.raises(ValueError, match="side by side needs three"):
         numerics.compare(tiny, Methods(fp8=True), cards=[None, None], **kw)
+    # another learning rate: said, and it changes the run
+    slow = numerics.compare(tiny, Methods(fp8=True), lr=tiny.training.lr / 10, **kw)
+    assert slow["lr"] == tiny.training.lr / 10 and slow["lr_own"] is False and "lr_own" not in one
+    assert slow["curve_baseline"][0] == one["curve_baseline"][0] and slow["curve_baseline"][-1] != one["curve_baseline"][-1]
+    assert f"at learning rate {tiny.training.lr / 10:g}" in numerics.sentence(slow)
+    assert f"at lr {tiny.training.lr / 10:g}" in details.numerics_words(json.dumps(slow))
 
 
 def test_a_side_by_side_run_that_fails_or_hangs_stops_them_all_and_is_named(tiny):

@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one run after another on the first GPU, even with three or more visible")
     p.add_argument("--timeout", type=arg.whole(60, 7 * 86_400), default=3600,
                    help="seconds the side-by-side runs may take before they are stopped (default 3600)")
+    p.add_argument("--lr", type=float, metavar="RATE",
+                   help="peak learning rate of every run (default: the model's own, which a large model sets for "
+                        "batches of millions of tokens: at a few thousand a step it can spike)")
     p.add_argument("--json", metavar="FILE", help="also write the result (losses, gaps, curves) to FILE as JSON")
 
 
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = numerics.compare(model, methods, steps=args.steps, micro_batch=args.micro_batch,
                                   seq_len=args.numerics_seq_len, device=args.device, seed=args.seed, cards=cards,
-                                  timeout=args.timeout)
+                                  timeout=args.timeout, lr=args.lr)
     except ValueError as e:
         raise PlannerError(f"numerics: {e}") from None
     except RuntimeError as e:

@@ -169,10 +169,13 @@ def cards_here() -> list[str]:
 
 def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int = 8, seq_len: int = 512,
             device: str = "cuda", seed: int = 0, cards: list[str | None] | None = None,
-            timeout: float = 3600.0) -> dict[str, Any]:
+            timeout: float = 3600.0, lr: float | None = None) -> dict[str, Any]:
     """Train `model` from one initialisation in bf16 free-lunch and with `methods`, and bf16 again from another
     initialisation on the same batches (the noise floor); the losses compared. With `cards` (three or more),
-    the runs go side by side, one a card; a fourth card runs the method from the other initialisation too."""
+    the runs go side by side, one a card; a fourth card runs the method from the other initialisation too.
+    `lr`: the peak learning rate of every run, in place of the model's (a large model's own rate, set for
+    batches of millions of tokens, can make a run of a few thousand tokens a step spike, and its gap then says
+    nothing)."""
     if not methods.extras:
         raise ValueError(f"{methods.label}: nothing to compare (no fused or fp8)")
     if model.objective != "causal-lm":
@@ -183,6 +186,10 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
         raise ValueError(f"{steps} steps: at least 10")
     if cards is not None and len(cards) < 3:
         raise ValueError(f"{len(cards)} card(s): side by side needs three (bf16, the method, bf16 again)")
+    if lr is not None:
+        if not (0 < lr < 1):
+            raise ValueError(f"learning rate {lr}: between 0 and 1")
+        model = dataclasses.replace(model, training=dataclasses.replace(model.training, lr=lr))
     ids = corpus_ids()
     seq_len = min(seq_len, model.seq_len or seq_len)
     base = dataclasses.replace(methods, fused=False, fp8=False)
@@ -224,7 +231,8 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
                  "largest_gap_other_init": largest_again, "curve_method_other_init": again[::every]}
     return {
         "method": methods.label, "baseline": base.label + " (bf16)", "corpus": CORPUS, "steps": steps,
-        "micro_batch": micro_batch, "seq_len": seq_len, "seed": seed, "device": device,
+        "micro_batch": micro_batch, "seq_len": seq_len, "seed": seed, "device": device, "lr": model.training.lr,
+        **({"lr_own": False} if lr is not None else {}),
         "side_by_side": len(done_runs) if cards is not None else 0,
         **({"fp8_emulated": True} if emulate and methods.fp8 else {}),
         "loss_baseline": end_ref, "loss_method": end_got, "gap": gap, "largest_gap": largest, "start_loss": ref[0],
@@ -242,6 +250,7 @@ def sentence(n: dict[str, Any]) -> str:
     if "gap_other_init" in n:
         floor += (f"; {n['method']} against bf16 from that initialisation: {n['gap_other_init']:+.1%}, "
                   f"at most {n['largest_gap_other_init']:+.1%}")
-    return (f"{n['method']}: loss {n['loss_method']:.3f} vs {n['loss_baseline']:.3f} bf16 after {n['steps']} steps "
+    rate = f" at learning rate {n['lr']:g}" if n.get("lr_own") is False else ""
+    return (f"{n['method']}: loss {n['loss_method']:.3f} vs {n['loss_baseline']:.3f} bf16 after {n['steps']} steps{rate} "
             f"({n['gap']:+.1%}; largest gap along the way {n['largest_gap']:+.1%}{floor})"
             + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))

@@ -319,7 +319,8 @@ def numerics_words(text: Any) -> str:
         n = json.loads(text) if text else None
         if not isinstance(n, dict):
             raise ValueError
-        return (f"{n['loss_method']:.3f} vs {float(n['loss_baseline']):.3f} after {int(n['steps'])} steps "
+        rate = f" at lr {float(n['lr']):g}" if n.get("lr_own") is False else ""
+        return (f"{n['loss_method']:.3f} vs {float(n['loss_baseline']):.3f} after {int(n['steps'])} steps{rate} "
                 f"({float(n['gap']):+.1%}; largest gap {float(n['largest_gap']):+.1%}"
                 + (f"; bf16 from another init {float(n['noise']):+.1%}" if "noise" in n else "")
                 + (f"; {n['method']} from that init {float(n['gap_other_init']):+.1%}"
