@@ -567,7 +567,36 @@ class Predictor:
         if mb < fitted:
             p.lines.append(f"micro-batch {mb}: at most {max_micro_batch} as asked ({fitted} would fit)")
         p.lines += [ratio_words] if ratio_words else _extra_basis(model, gpu, tm, mb, q, speedup)
+        if methods.offloading:
+            self._no_faster_than_on_the_gpu(p, model, gpu, methods, dense_causal_mask, nodes, network, floor, flops_step)
         return p
+
+    def _no_faster_than_on_the_gpu(self, p: Prediction, model: Model, gpu: Gpu, methods: Methods,
+                                   dense_causal_mask: bool, nodes: int, network: Network | None, floor: bool,
+                                   flops_step: float) -> None:
+        """Offloading adds copies over PCIe and a CPU update; it never makes the GPU's work faster. Its passes
+        are fitted on its own (uncompiled, DeepSpeed's) rows, the same setting kept on the GPU on the compiled
+        rows, and on a GPU with another balance of peak and bandwidth the two fits can cross: then the offloaded
+        step is held at the kept one's at the same micro-batch (its band moved with it), and says so."""
+        kept = replace(methods, offloading=False)
+        if not space.is_valid(kept, p.num_gpus):  # one GPU, where sharding needs offloading: no sharding
+            kept = replace(kept, sharding="none")
+        o = self.predict(model.id, gpu.id, p.num_gpus, kept, dense_causal_mask=dense_causal_mask, nodes=nodes,
+                         network=network, max_micro_batch=p.micro_batch, floor=floor)
+        if not (o.feasible and o.micro_batch == p.micro_batch and o.step_s and p.step_s and o.step_s > p.step_s):
+            return
+        r = o.step_s / p.step_s
+        p.step_s, p.days = o.step_s, o.days
+        p.pass_s = (p.pass_s or 0.0) * r
+        p.mfu = formulas.mfu(flops_step, p.step_s, p.num_gpus, gpu.peak_16bit_flops)
+        p.capped, p.uncapped_days = o.capped, o.uncapped_days
+        if p.days_low is not None and p.days_high is not None:
+            p.days_low, p.days_high = p.days_low * r, p.days_high * r
+        words = (f"held at {kept.label}'s step at micro-batch {p.micro_batch} ({_days(o.days)} days; this "
+                 f"setting's own fit said {_days(o.days / r)}): offloading never speeds the GPU's work")
+        p.basis = f"{p.basis}; {words}"
+        p.lines.append(words)
+        p.terms.update({"held_at": {"setting": kept.label, "ratio": r}})
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
                   excess: float, borrowed: str | None = None, lift: float = 1.0,
