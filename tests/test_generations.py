@@ -214,20 +214,41 @@ def test_other_generations_are_predicted_with_their_factors_band_and_line(predic
     assert a100.terms["generation"] == "ampere-dc" and a100.terms["generation_factors"]["from"] == "ampere-dc"
     assert "published rows" in a100.basis and "Ampere data centre" in a100.terms["band"]
     assert a100.mfu <= generations.mfu_line(presets.gpu("a100")) + 1e-9
-    # A generation nobody published on is extrapolated, and says so.
+    # The RTX 5090's generation has published rows (gpt3small_runpod): its own factors, and its band
     five = predictor.predict("pythia-1b", "rtx5090", 8, predictor_methods())
-    if five.feasible:
-        assert five.terms["extrapolated"] and "extrapolated" in five.basis
+    assert five.feasible and five.terms["generation_factors"]["from"] == "blackwell-ws"
+    assert not five.terms["extrapolated"] and "published rows" in five.basis
+    # A generation nobody published on is extrapolated, and says so: the same card with its generation's rows
+    # taken out of the calibration
+    cal = predictor.generations
+    gone = {k: {g: v for g, v in d.items() if g != "blackwell-ws"}
+            for k, d in (("kc", cal.fit.kc), ("ka", cal.fit.ka), ("km", cal.fit.km))}
+    with Store.open(shipped_db(), read_only=True) as s:
+        fresh = build_predictor(s.query("SELECT * FROM trials WHERE source <> 'predicted'"), presets)
+    fresh.generations = dataclasses.replace(cal, fit=dataclasses.replace(cal.fit, **gone),
+                                            bands={g: b for g, b in cal.bands.items() if g != "blackwell-ws"})
+    unseen = fresh.predict("pythia-1b", "rtx5090", 8, predictor_methods())
+    assert unseen.feasible and unseen.terms["extrapolated"] and "extrapolated" in unseen.basis
 
 
-def test_the_l40s_is_predicted_at_its_siblings_speed_and_says_so(predictor):
-    """Same chip, similar clocks and bandwidth: the two cards' days differ by their datasheets, not by which of
-    them has published rows; the borrow is named and its interval is no narrower than a card's with no rows."""
-    cells = {g: predictor.predict_cell("pythia-1b", g, 4)[0] for g in ("l40s", "rtx6000ada")}
+def test_a_card_without_rows_is_predicted_at_its_siblings_speed_and_says_so(predictor, presets):
+    """Same chip, similar clocks and bandwidth: a card with no published rows of its own takes the factor of the
+    card on its chip (same_chip_as), names the borrow, and its interval is no narrower than a card's with no rows.
+    The L40S has rows of its own since gpt3small_runpod (its own factor); with them taken out, it borrows the
+    RTX 6000 Ada's."""
+    own = predictor.predict_cell("pythia-1b", "l40s", 4)[0]
+    assert own.terms["generation_factors"]["card_from"] == "l40s" and "same chip" not in own.basis
+    cal = predictor.generations
+    with Store.open(shipped_db(), read_only=True) as s:
+        fresh = build_predictor(s.query("SELECT * FROM trials WHERE source <> 'predicted'"), presets)
+    fresh.generations = dataclasses.replace(cal, fit=dataclasses.replace(
+        cal.fit, card={c: v for c, v in cal.fit.card.items() if c != "l40s"},
+        card_rows={c: v for c, v in cal.fit.card_rows.items() if c != "l40s"}))
+    cells = {g: fresh.predict_cell("pythia-1b", g, 4)[0] for g in ("l40s", "rtx6000ada")}
     l40s, ada = cells["l40s"], cells["rtx6000ada"]
     assert l40s.feasible and ada.feasible
     assert abs(l40s.days / ada.days - 1) < 0.10, (l40s.days, ada.days)
-    f = predictor.generations.fit
+    f = fresh.generations.fit
     assert l40s.terms["generation_factors"]["card_from"] == "rtx6000ada"
     assert l40s.terms["generation_factors"]["compute"] == pytest.approx(
         f.factors("ampere-ada-ws", "rtx6000ada")[0])
@@ -266,5 +287,9 @@ def test_validation_reports_each_source_and_generation(predictor, presets):
     [languini] = [r for r in report["relative"] if r["source"] == "languini_gpt"]
     assert languini["gpu"] == "rtx3090" and languini["against"] == "a100" and languini["runs"] == 5
     assert {r["against"] for r in report["relative"] if r["source"].startswith("lambda")} == {"h100"}
-    assert set(report["cards"]) >= {"rtx3090", "rtx6000ada"}
-    assert report["borrowed"] == {"a40": "a6000", "l40s": "rtx6000ada"}
+    assert set(report["cards"]) >= {"rtx3090", "rtx6000ada", "l40s", "a40"}
+    assert report["borrowed"] == {}  # the A40 and L40S have rows of their own since gpt3small_runpod
+    # GPT-style pre-training on workstation cards beside the A100 and H100, one script (gpt3small_runpod)
+    runpod = {r["gpu"]: r for r in report["relative"] if r["source"] == "gpt3small_runpod"}
+    assert set(runpod) >= {"a6000", "rtx6000ada", "rtx5090", "l40s", "a40", "a100"}
+    assert {r["against"] for r in runpod.values()} == {"h100"}
