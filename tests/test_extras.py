@@ -249,6 +249,35 @@ def test_a_side_by_side_run_that_fails_or_hangs_stops_them_all_and_is_named(tiny
     assert not multiprocessing.active_children()
 
 
+def test_side_by_side_runs_stop_on_sigterm_and_leave_an_ignored_sighup_ignored(tiny):
+    """`timeout` or `kill` stops the runs (no child left, the handler given back); under nohup a hang-up
+    stays ignored."""
+    import multiprocessing
+    import os
+    import signal
+    import threading
+
+    from engine.bench import numerics
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are set from the main thread only")
+    good = (tiny, Methods(), 10, 2, 32, "cpu", 0, numerics.corpus_ids()[:5000], False)
+    before_term, before_hup = signal.getsignal(signal.SIGTERM), signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        seen = []
+        timer = threading.Timer(1.0, lambda: (seen.append(signal.getsignal(signal.SIGHUP)),
+                                              os.kill(os.getpid(), signal.SIGTERM)))
+        timer.start()
+        with pytest.raises(RuntimeError, match="stopped by SIGTERM"):
+            numerics._side_by_side([("a", good), ("b", good), ("c", good)], [None] * 3, timeout=600)
+        timer.join()
+        assert seen == [signal.SIG_IGN]  # nohup's hang-up stayed ignored while the runs ran
+        assert not multiprocessing.active_children()
+        assert signal.getsignal(signal.SIGTERM) == before_term and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before_hup)
+
+
 def test_the_numerics_command_refuses_what_cannot_run_here():
     out = subprocess.run([sys.executable, "-m", "tui_planner", "numerics", "--model", "tiny-neox", "--presets", TINY,
                           "--extras", "fused", "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,

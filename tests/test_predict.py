@@ -380,6 +380,12 @@ def test_offloading_never_makes_a_shipped_prediction_faster_at_the_same_micro_ba
     assert len(same) > 1000 and any(q.num_gpus == 1 for q, _ in same)  # the check covers the cells
     faster = [(q.model, q.gpu, q.num_gpus, q.label) for q, o in same if q.days < o.days]
     assert not faster
+    # where its own fit put it faster, it is held at the kept setting's step, and its figures agree with each other
+    held = [q for q in preds if q.feasible and "held_at" in q.terms]
+    assert held and all("offloading never speeds the GPU's work" in q.basis for q in held)
+    for q in held:
+        assert q.pass_s * q.grad_accum + q.update_s == pytest.approx(q.step_s, rel=1e-9)
+        assert q.terms["capped"] == q.capped and (q.days_low is None or q.days_low <= q.days <= q.days_high)
 
 
 def _offload_row(presets, model_id, methods, update_per_param, exposed, micro_batch=16, latency=0.0):

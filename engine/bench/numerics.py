@@ -119,11 +119,17 @@ def _side_by_side(runs: list[tuple[str, tuple]], cards: list[str | None], timeou
     got: dict[int, tuple] = {}
     deadline = time.monotonic() + timeout
     taken = {}
+    stopping = []
     if threading.current_thread() is threading.main_thread():  # signal.signal's rule
         def stop(signum: int, _frame: Any) -> None:
-            raise RuntimeError(f"stopped by {signal.Signals(signum).name}")
+            if not stopping:  # once: `timeout` signals the process and its group, and a second must not land
+                stopping.append(signum)  # inside the clean-up below
+                raise RuntimeError(f"stopped by {signal.Signals(signum).name}")
 
-        taken = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            # an ignored signal stays ignored (nohup), and one a C library set is left to it
+            if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+                taken[sig] = signal.signal(sig, stop)
     try:
         for p in procs:
             p.start()
@@ -148,14 +154,14 @@ def _side_by_side(runs: list[tuple[str, tuple]], cards: list[str | None], timeou
             got[i] = payload
         return [got[i] for i in range(len(procs))]
     finally:
-        for sig, previous in taken.items():
-            signal.signal(sig, previous)
-        for p in procs:
+        for p in procs:  # the children first, then the handlers back
             if p.is_alive():
                 p.kill()
         for p in procs:
             if p.pid is not None:
                 p.join(timeout=10)
+        for sig, previous in taken.items():
+            signal.signal(sig, previous)
 
 
 def cards_here() -> list[str]:

@@ -587,16 +587,21 @@ class Predictor:
             return
         r = o.step_s / p.step_s
         p.step_s, p.days = o.step_s, o.days
-        p.pass_s = (p.pass_s or 0.0) * r
+        # the step is the kept one's; its own update (the CPU's) stays, so the pass is what is left of the step
+        p.pass_s = max(0.0, p.step_s - (p.update_s or 0.0)) / max(1, p.grad_accum or 1)
         p.mfu = formulas.mfu(flops_step, p.step_s, p.num_gpus, gpu.peak_16bit_flops)
-        p.capped, p.uncapped_days = o.capped, o.uncapped_days
+        if "extras_measured" not in p.terms:  # a measured ratio's figure is no line's (_from_measured_ratio)
+            p.capped, p.uncapped_days = o.capped, o.uncapped_days
         if p.days_low is not None and p.days_high is not None:
             p.days_low, p.days_high = p.days_low * r, p.days_high * r
-        words = (f"held at {kept.label}'s step at micro-batch {p.micro_batch} ({_days(o.days)} days; this "
+        band = (f", band {_days(p.days_low)}-{_days(p.days_high)}, moved with it"
+                if p.days_low is not None and p.days_high is not None else "")
+        words = (f"held at {kept.label}'s step at micro-batch {p.micro_batch} ({_days(o.days)} days{band}; this "
                  f"setting's own fit said {_days(o.days / r)}): offloading never speeds the GPU's work")
         p.basis = f"{p.basis}; {words}"
         p.lines.append(words)
-        p.terms.update({"held_at": {"setting": kept.label, "ratio": r}})
+        p.terms.update({"held_at": {"setting": kept.label, "ratio": r}, "capped": p.capped,
+                        "uncapped_days": p.uncapped_days})
 
     def _interval(self, arch: str, evidence: str, offloading: bool, gen, capped: bool,
                   excess: float, borrowed: str | None = None, lift: float = 1.0,
