@@ -193,10 +193,22 @@ def test_the_shipped_l40s_and_a40_name_a_measured_card_on_their_chip(presets):
 
 
 @pytest.fixture(scope="module")
-def predictor(presets):
+def basis_rows():
     with Store.open(shipped_db(), read_only=True) as s:
-        rows = s.query("SELECT * FROM trials WHERE source <> 'predicted'")
-    return build_predictor(rows, presets)
+        return s.query("SELECT * FROM trials WHERE source <> 'predicted'")
+
+
+@pytest.fixture(scope="module")
+def predictor(basis_rows, presets):
+    return build_predictor(basis_rows, presets)
+
+
+def _recalibrated(basis_rows, presets, cal, **fit_changes):
+    """A fresh predictor (nothing cached) on the same rows, with the calibration's fit changed: what it would
+    say had the published rows not measured something."""
+    fresh = build_predictor(basis_rows, presets)
+    fresh.generations = dataclasses.replace(cal, fit=dataclasses.replace(cal.fit, **fit_changes))
+    return fresh
 
 
 def test_the_shipped_calibration_is_current(predictor, presets):
@@ -207,7 +219,7 @@ def test_the_shipped_calibration_is_current(predictor, presets):
     assert set(cal.bands) >= {"ampere-dc", "extrapolated"}
 
 
-def test_other_generations_are_predicted_with_their_factors_band_and_line(predictor, presets):
+def test_other_generations_are_predicted_with_their_factors_band_and_line(predictor, presets, basis_rows):
     hopper = predictor.predict("pythia-1b", "h100", 1, predictor_methods())
     a100 = predictor.predict("pythia-1b", "a100", 1, predictor_methods())
     assert hopper.terms["generation"] == "hopper" and hopper.terms["generation_factors"]["compute"] == 1.0
@@ -223,15 +235,14 @@ def test_other_generations_are_predicted_with_their_factors_band_and_line(predic
     cal = predictor.generations
     gone = {k: {g: v for g, v in d.items() if g != "blackwell-ws"}
             for k, d in (("kc", cal.fit.kc), ("ka", cal.fit.ka), ("km", cal.fit.km))}
-    with Store.open(shipped_db(), read_only=True) as s:
-        fresh = build_predictor(s.query("SELECT * FROM trials WHERE source <> 'predicted'"), presets)
-    fresh.generations = dataclasses.replace(cal, fit=dataclasses.replace(cal.fit, **gone),
+    fresh = _recalibrated(basis_rows, presets, cal, **gone)
+    fresh.generations = dataclasses.replace(fresh.generations,
                                             bands={g: b for g, b in cal.bands.items() if g != "blackwell-ws"})
     unseen = fresh.predict("pythia-1b", "rtx5090", 8, predictor_methods())
     assert unseen.feasible and unseen.terms["extrapolated"] and "extrapolated" in unseen.basis
 
 
-def test_a_card_without_rows_is_predicted_at_its_siblings_speed_and_says_so(predictor, presets):
+def test_a_card_without_rows_is_predicted_at_its_siblings_speed_and_says_so(predictor, presets, basis_rows):
     """Same chip, similar clocks and bandwidth: a card with no published rows of its own takes the factor of the
     card on its chip (same_chip_as), names the borrow, and its interval is no narrower than a card's with no rows.
     The L40S has rows of its own since gpt3small_runpod (its own factor); with them taken out, it borrows the
@@ -239,11 +250,8 @@ def test_a_card_without_rows_is_predicted_at_its_siblings_speed_and_says_so(pred
     own = predictor.predict_cell("pythia-1b", "l40s", 4)[0]
     assert own.terms["generation_factors"]["card_from"] == "l40s" and "same chip" not in own.basis
     cal = predictor.generations
-    with Store.open(shipped_db(), read_only=True) as s:
-        fresh = build_predictor(s.query("SELECT * FROM trials WHERE source <> 'predicted'"), presets)
-    fresh.generations = dataclasses.replace(cal, fit=dataclasses.replace(
-        cal.fit, card={c: v for c, v in cal.fit.card.items() if c != "l40s"},
-        card_rows={c: v for c, v in cal.fit.card_rows.items() if c != "l40s"}))
+    fresh = _recalibrated(basis_rows, presets, cal, card={c: v for c, v in cal.fit.card.items() if c != "l40s"},
+                          card_rows={c: v for c, v in cal.fit.card_rows.items() if c != "l40s"})
     cells = {g: fresh.predict_cell("pythia-1b", g, 4)[0] for g in ("l40s", "rtx6000ada")}
     l40s, ada = cells["l40s"], cells["rtx6000ada"]
     assert l40s.feasible and ada.feasible
@@ -267,12 +275,10 @@ def predictor_methods():
     return space.FREE_LUNCH
 
 
-def test_validation_reports_each_source_and_generation(predictor, presets):
+def test_validation_reports_each_source_and_generation(predictor, presets, basis_rows):
     from engine.predict.validate import published_report
 
-    with Store.open(shipped_db(), read_only=True) as s:
-        rows = s.query("SELECT * FROM trials WHERE source <> 'predicted'")
-    report = published_report(rows, presets, predictor)
+    report = published_report(basis_rows, presets, predictor)
     used = {s for s, v in report["sources"].items() if v["use"]}
     assert {x["group"] for x in report["by_source"]} == used
     assert "hopper" in {x["group"] for x in report["by_generation"]}
