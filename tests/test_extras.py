@@ -177,7 +177,13 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     # the noise floor: bf16 again from another initialisation, on the same batches
     assert result["loss_other_init"] < result["start_loss"] and result["noise"] != 0
     assert result["curve_other_init"][0] != result["curve_baseline"][0]  # another initialisation: another first loss
-    assert len(result["curve_other_init"]) == len(result["curve_baseline"])
+    assert len(result["curve_other_init"]) == len(result["curve_baseline"]) == 12  # every step kept
+    # the second half, paired step by step: recomputable from the stored curves
+    assert result["paired_from_step"] == 7
+    assert result["gap_paired"] == pytest.approx(numerics.paired_gap(result["curve_baseline"], result["curve_method"], 6)[0])
+    low, high = result["gap_paired_95"]
+    assert low < result["gap_paired"] < high and result["gap_within_1pct"] == numerics.within(low, high)
+    assert result["noise_within_1pct"] in ("under", "over", "not resolved")
     db = tmp_path / "n.duckdb"
     with Store.open(db) as s:
         s.add_trial(Trial(model="tiny-neox", gpu="h100", num_gpus=1, feasible=True, source="measured", fp8=True,
@@ -191,6 +197,10 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     words = "\n".join(details.settings_lines(fp8_row))
     assert "changes numerics" in words and "loss vs bf16" in words and "after 12 steps" in words
     assert "[fp8 emulated on the CPU]" in words and "bf16 from another init" in words
+    assert "from step 7, step by step: method" in words and "1%" in words
+    # a stored verdict is one of three words, never the file's own text
+    forged = json.dumps({**result, "gap_within_1pct": "[b]under[/b]"})
+    assert "not measured" in details.numerics_words(forged)
     assert "not measured (tui-planner numerics" in details.numerics_words("{\"loss_method\": \"[b]x\"}")
     # under FSDP, how the fp8 weights were gathered (float8 since 2026-11-28; 16 bits before, and with offload)
     sharded = {**fp8_row, "sharding": "fsdp3", "provenance": json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})}
@@ -231,6 +241,32 @@ def test_the_numerics_runs_side_by_side_lose_the_same_as_one_after_another(tiny)
     assert slow["curve_baseline"][0] == one["curve_baseline"][0] and slow["curve_baseline"][-1] != one["curve_baseline"][-1]
     assert f"at learning rate {tiny.training.lr / 10:g}" in numerics.sentence(slow)
     assert f"at lr {tiny.training.lr / 10:g}" in details.numerics_words(json.dumps(slow))
+
+
+def test_a_paired_gap_says_under_1pct_only_where_its_interval_is():
+    """The paired gap's 95% interval comes from blocks of steps (neighbouring steps are correlated): a gap of
+    0.2% with little spread is under 1%, one of 3% is over, one of 1% with a wide spread is not resolved."""
+    import random
+
+    from engine.bench import numerics
+
+    rng = random.Random(0)
+    a = [3 + rng.gauss(0, 0.3) for _ in range(300)]
+
+    def run(gap, spread):
+        return numerics.paired_gap(a, [x * (1 + gap + rng.gauss(0, spread)) for x in a], 150)
+
+    for gap, spread, said in ((0.002, 0.01, "under"), (0.03, 0.01, "over"), (0.01, 0.05, "not resolved"),
+                              (-0.03, 0.01, "over")):
+        mean, low, high = run(gap, spread)
+        assert low < mean < high and abs(mean - gap) < 0.01
+        assert numerics.within(low, high) == said, (gap, spread, low, high)
+    # a slow drift: the blocks see it, single steps would not (the interval is wider than iid steps' would be)
+    drift = [x * (1 + 0.02 * i / 300) for i, x in enumerate(a)]
+    mean, low, high = numerics.paired_gap(a, drift, 0)
+    assert high - low > 0.005 and numerics.within(low, high) == "not resolved"
+    with pytest.raises(ValueError, match="at least 2"):
+        numerics.paired_gap(a, a, 299)
 
 
 def test_a_side_by_side_run_that_fails_or_hangs_stops_them_all_and_is_named(tiny):

@@ -313,6 +313,21 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
     return out
 
 
+def numerics_paired(n: dict[str, Any]) -> str:
+    """The paired gaps (engine/bench/numerics.py paired_words), from the row's JSON: numbers checked, words fixed."""
+    def one(name: str, who: str) -> str:
+        low, high = (float(x) for x in n[f"{name}_paired_95"])
+        verdict = n[f"{name}_within_1pct"]
+        if verdict not in ("under", "over", "not resolved"):
+            raise ValueError(verdict)
+        return f"{who} {float(n[f'{name}_paired']):+.1%} ({low:+.1%} to {high:+.1%}, 95%): {verdict} 1%"
+
+    parts = [one("gap", "method"), one("noise", "bf16 other init")]
+    if "gap_other_init_paired" in n:
+        parts.append(one("gap_other_init", "method from it"))
+    return f"from step {int(n['paired_from_step'])}, step by step: {'; '.join(parts)}"
+
+
 def numerics_words(text: Any) -> str:
     """A row's measured numerics (engine/bench/numerics.py's JSON) in one line, or how to measure them."""
     try:
@@ -325,6 +340,7 @@ def numerics_words(text: Any) -> str:
                 + (f"; bf16 from another init {float(n['noise']):+.1%}" if "noise" in n else "")
                 + (f"; {n['method']} from that init {float(n['gap_other_init']):+.1%}"
                    if "gap_other_init" in n else "") + ")"
+                + (f"; {numerics_paired(n)}" if "gap_paired" in n else "")
                 + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))
     except (ValueError, KeyError, TypeError):
         return "not measured (tui-planner numerics --model ... --extras ... --db ...)"
