@@ -640,3 +640,33 @@ def test_under_fsdp_fp8_weights_are_gathered_in_float8_with_their_scales_after_e
     assert all(x == x for x in on["losses"]) and on["losses"][-1] < on["losses"][0]  # it trains
     assert "all_gather" not in off["record"] and "WeightWithDynamicFloat8CastTensor" not in off["kinds"]
     assert off["precomputed"] == 0 and off["scales"] == 0
+
+
+def test_fused_and_fp8_are_validated_with_their_whole_cell_held_out():
+    """predict --validate checks each configuration measured with fused or fp8 against a prediction made without
+    its cell: never from its own pair, its error the prediction's against the measurement; fp8 under FSDP from
+    the engine before float8 gathers is named, not checked."""
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
+    from engine.predict.validate import EXTRAS_TARGET, extras_leave_one_out
+
+    with Store.open(shipped_db(), read_only=True, create=False) as s:
+        rows = s.trials()
+    report = extras_leave_one_out(rows, load_presets())
+    checks = report["checks"]
+    assert len(checks) >= 10 and report["count"] == sum(c["error"] is not None for c in checks)
+    for c in checks:
+        assert c["how"] != "this cell, measured"  # its own pair was held out with it
+        assert c["error"] == pytest.approx(c["predicted_days"] / c["actual_days"] - 1)
+        assert c["inside"] == (c["low"] <= c["actual_days"] <= c["high"])
+    assert report["within"] == sum(abs(c["error"]) <= EXTRAS_TARGET for c in checks)
+    assert report["met"] == (report["within"] == report["count"])
+    assert any("gathered otherwise" in why for why in report["skipped"])
+    # a measured ratio rests the prediction: with every other fused and fp8 row gone, the assumption is left
+    one = next(c for c in checks if c["model"] == "llama-3.2-1b" and c["label"] == "fp8" and c["num_gpus"] == 1)
+    bare = [r for r in rows if not (r.get("fused") or r.get("fp8")) or
+            (r["model"], r["gpu"], r["num_gpus"]) == ("llama-3.2-1b", "h200", 1)]
+    alone = next(c for c in extras_leave_one_out(bare, load_presets())["checks"]
+                 if (c["model"], c["label"], c["num_gpus"]) == ("llama-3.2-1b", "fp8", 1))
+    assert alone["how"] == "the assumption (terms.py)" and one["how"] != alone["how"]
+    assert alone["predicted_days"] != pytest.approx(one["predicted_days"])

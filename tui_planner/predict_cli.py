@@ -356,6 +356,7 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
         console.print(f"[yellow]measured, but not predicted:[/] {e(miss)}", highlight=False)
     console.print("[dim]Each cell (model x GPU x count) is held out whole and predicted from every other cell, "
                   "memory calibration included.[/dim]")
+    _print_extras(console, report["extras"])
     for line in report["memory"]:
         console.print(f"memory model: {e(line)}", highlight=False)
     sk, today = report["skip"], report["skip_today"]
@@ -374,6 +375,33 @@ def _validate(args: argparse.Namespace, rows, presets) -> int:
     _print_published(console, report["published"])
     _print_intervals(console, report["intervals"])
     return 0
+
+
+def _print_extras(console, x: dict) -> None:
+    """fused and fp8 held out by cell: each configuration predicted without its cell, against its measurement."""
+    e = fmt.esc
+    if not x["checks"]:
+        return
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=0, title_justify="left", title=e(x["what"]))
+    for col in ("held out", "setting", "measured", "predicted (band)", "error", "from"):
+        t.add_column(col, justify="left" if col in ("held out", "setting", "from") else "right", no_wrap=col != "from")
+    for c in x["checks"]:
+        if c["predicted_days"] is None:
+            pred, err = "—", "—"
+        else:
+            band = f" ({fmt.days(c['low'])}-{fmt.days(c['high'])})" if c["low"] is not None else ""
+            pred, err = fmt.days(c["predicted_days"]) + band, fmt.change(c["error"])
+        t.add_row(e(f"{c['model']} {c['num_gpus']}x{c['gpu']}"), e(c["label"]), fmt.days(c["actual_days"]), pred, err,
+                  e(c["how"].split(",")[0] if c["predicted_days"] is not None else c["reason"]))
+    console.print(t)
+    if x["count"]:
+        console.print(f"fused and fp8: {x['within']} of {x['count']} within {x['target']:.0%} (median |error| "
+                      f"{x['median_abs']:.1%}), {x['inside']} inside their band; target (every one within "
+                      f"{x['target']:.0%}): " + ("[green]met[/]" if x["met"] else "[bold red]missed[/]"), highlight=False)
+    for why in x["skipped"]:
+        console.print(f"[yellow]not checked:[/] {e(why)}", highlight=False)
+    console.print("[dim]from: whose measured ratio the prediction took (this model's other cells, else other "
+                  "models'); each cell held out whole, the setting without the method too.[/dim]")
 
 
 def _print_intervals(console, iv: dict) -> None:
