@@ -261,6 +261,12 @@ def test_a_paired_gap_says_under_1pct_only_where_its_interval_is():
         mean, low, high = run(gap, spread)
         assert low < mean < high and abs(mean - gap) < 0.01
         assert numerics.within(low, high) == said, (gap, spread, low, high)
+    # what would resolve it: only said where it is not resolved, and more steps the wider the interval
+    loose = [x * (1 + 0.01 + rng.gauss(0, 0.05)) for x in a]
+    looser = [x * (1 + 0.01 + rng.gauss(0, 0.15)) for x in a]
+    assert numerics.steps_to_resolve(a, [x * 1.002 for x in a], 150, 300) == {}
+    need, more = (numerics.steps_to_resolve(a, b, 150, 300)["steps_to_resolve"] for b in (loose, looser))
+    assert 300 < need < more
     # a slow drift: the blocks see it, single steps would not (the interval is wider than iid steps' would be)
     drift = [x * (1 + 0.02 * i / 300) for i, x in enumerate(a)]
     mean, low, high = numerics.paired_gap(a, drift, 0)

@@ -197,6 +197,17 @@ def paired_gap(a: list[float], b: list[float], start: int) -> tuple[float, float
     return mean, mean - half, mean + half
 
 
+def steps_to_resolve(a: list[float], b: list[float], start: int, steps: int) -> dict[str, Any]:
+    """Where the method's paired gap is not resolved: about how many steps, at this spread and batch, would narrow
+    its 95% interval to +/-WITHIN/2 (a gap under half a percent then reads 'under 1%'). A standard error falls
+    as one over the root of the steps averaged, if the spread stays as it was: a guide, not a promise."""
+    mean, low, high = paired_gap(a, b, start)
+    if within(low, high) != "not resolved":
+        return {}
+    factor = ((high - low) / 2 / (WITHIN / 2)) ** 2
+    return {"steps_to_resolve": int(math.ceil(steps * factor / 10) * 10)}
+
+
 def within(low: float, high: float, limit: float = WITHIN) -> str:
     """What a gap's 95% interval says against `limit`: 'under', 'over' or 'not resolved'."""
     if -limit < low and high < limit:
@@ -286,6 +297,7 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
         "loss_baseline": end_ref, "loss_method": end_got, "gap": gap, "largest_gap": largest, "start_loss": ref[0],
         "loss_other_init": end_floor, "noise": noise, "largest_noise": largest_noise,
         "paired_from_step": half + 1, **paired(ref, got, "gap"), **paired(ref, floor, "noise"),
+        **steps_to_resolve(ref, got, half, steps),
         "curve_every": every, "curve_baseline": ref[::every], "curve_method": got[::every],
         "curve_other_init": floor[::every], **twice,
         **done,
@@ -316,4 +328,6 @@ def paired_words(n: dict[str, Any]) -> str:
     parts = [one("gap", n["method"]), one("noise", "bf16 from another initialisation")]
     if "gap_other_init_paired" in n:
         parts.append(one("gap_other_init", f"{n['method']} from that initialisation"))
-    return f"From step {n['paired_from_step']}, step by step on the same batches: {'; '.join(parts)}"
+    more = (f". At this spread about {n['steps_to_resolve']:,} steps would narrow "
+            f"{n['method']}'s interval to +/-0.5%" if n.get("steps_to_resolve") else "")
+    return f"From step {n['paired_from_step']}, step by step on the same batches: {'; '.join(parts)}{more}"

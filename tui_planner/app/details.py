@@ -325,7 +325,9 @@ def numerics_paired(n: dict[str, Any]) -> str:
     parts = [one("gap", "method"), one("noise", "bf16 other init")]
     if "gap_other_init_paired" in n:
         parts.append(one("gap_other_init", "method from it"))
-    return f"from step {int(n['paired_from_step'])}, step by step: {'; '.join(parts)}"
+    more = (f"; about {int(n['steps_to_resolve']):,} steps would narrow the method's to +/-0.5%"
+            if n.get("steps_to_resolve") else "")
+    return f"from step {int(n['paired_from_step'])}, step by step: {'; '.join(parts)}{more}"
 
 
 def numerics_words(text: Any) -> str:
