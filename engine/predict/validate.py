@@ -249,6 +249,20 @@ class _Target:
     cap: int | None = None
 
 
+def _read(r: Mapping[str, Any], presets: Presets) -> tuple[Any, Any, int] | None:
+    """A measured row's model and methods as these presets read them, and its GPUs in all; None for a row they
+    cannot read, or one of its model on another run (another step)."""
+    try:
+        model = presets.model(r["model"])
+        presets.gpu(r["gpu"])
+        methods = memory.methods_of(r)
+    except PlannerError:
+        return None
+    if not on_run(r, model):
+        return None
+    return model, methods, int(r["num_gpus"]) * int(r.get("num_nodes") or 1)
+
+
 def _capped_targets(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list[tuple[_Target, Any, str]]:
     """The measured rows timed under a micro-batch cap (no basis row: engine/predict/fit.py keeps them out of
     the fits) that a predictor can be asked for: on the machine's own links, the paper's methods."""
@@ -259,15 +273,10 @@ def _capped_targets(rows: Sequence[Mapping[str, Any]], presets: Presets) -> list
                 or not r.get("days") or r.get("plausibility") not in (None, "ok")
                 or not own_links(r) or memory.beyond_the_paper(r)):
             continue
-        try:
-            model = presets.model(r["model"])
-            presets.gpu(r["gpu"])
-            methods = memory.methods_of(r)
-        except PlannerError:
-            continue
-        n = int(r["num_gpus"]) * int(r.get("num_nodes") or 1)
-        if not on_run(r, model) or not space.is_valid(methods, n):
-            continue  # the model on another run of it (another step), or a setting this count cannot have
+        read = _read(r, presets)
+        if read is None or not space.is_valid(read[1], read[2]):
+            continue  # unreadable, the model on another run of it (another step), or a setting this count cannot have
+        model, methods, n = read
         group = group_of(model, methods, dense_causal_mask_of(r, model, methods))
         out.append((_Target(memory.arch_of(model), r["model"], r["gpu"], n, float(r["days"]), cap), methods, group))
     return out
@@ -342,15 +351,10 @@ def extras_leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets) ->
         if (r.get("source") != "measured" or not memory.beyond_the_paper(r) or not r.get("feasible")
                 or r.get("failure_kind") or not r.get("days") or space.cap_of(r) is not None or not own_links(r)):
             continue
-        try:
-            model = presets.model(r["model"])
-            presets.gpu(r["gpu"])
-            methods = memory.methods_of(r)
-        except PlannerError:
+        read = _read(r, presets)
+        if read is None:
             continue
-        if not on_run(r, model):
-            continue
-        n = int(r["num_gpus"]) * int(r.get("num_nodes") or 1)
+        _, methods, n = read
         key = (r["model"], r["gpu"], n, methods.label)
         if key not in latest or str(r.get("created_at") or "") > str(latest[key].get("created_at") or ""):
             latest[key] = dict(r)
