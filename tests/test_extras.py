@@ -198,9 +198,13 @@ def test_the_numerics_run_is_stored_on_the_methods_rows_and_shown_in_their_detai
     assert "changes numerics" in words and "loss vs bf16" in words and "after 12 steps" in words
     assert "[fp8 emulated on the CPU]" in words and "bf16 from another init" in words
     assert "from step 7, step by step: method" in words and "1%" in words
-    # a stored verdict is one of three words, never the file's own text
-    forged = json.dumps({**result, "gap_within_1pct": "[b]under[/b]"})
-    assert "not measured" in details.numerics_words(forged)
+    # the verdict shown is worked out from the interval, never the file's word; an interval that is not one is refused
+    forged = details.numerics_words(json.dumps({**result, "gap_within_1pct": "[b]under[/b]", "gap_paired_95": [1, 2],
+                                                "gap_paired": 1.5}))
+    assert "[b]" not in forged and "method +150.0% (+100.0% to +200.0%, 95%): over 1%" in forged
+    for bad in ({"gap_paired_95": "12"}, {"gap_paired_95": [0.5, 0.1]}, {"paired_from_step": 1e400},
+                {"noise_paired_95": [float("nan"), 1]}):
+        assert "not measured" in details.numerics_words(json.dumps({**result, **bad}))
     assert "not measured (tui-planner numerics" in details.numerics_words("{\"loss_method\": \"[b]x\"}")
     # under FSDP, how the fp8 weights were gathered (float8 since 2026-11-28; 16 bits before, and with offload)
     sharded = {**fp8_row, "sharding": "fsdp3", "provenance": json.dumps({"fp8": {"recipe": "tensorwise", "all_gather": "float8"}})}
@@ -273,6 +277,17 @@ def test_a_paired_gap_says_under_1pct_only_where_its_interval_is():
     assert high - low > 0.005 and numerics.within(low, high) == "not resolved"
     with pytest.raises(ValueError, match="at least 2"):
         numerics.paired_gap(a, a, 299)
+    # every step in a block: 10 steps of 0 then 9 of 5% spread over the blocks, not dropped from them
+    mean, low, high = numerics.paired_gap([1.0] * 19, [1.0] * 10 + [1.05] * 9, 0)
+    assert high - low > 0.01 and numerics.within(low, high) == "not resolved"
+    # close to 1% but already narrow: no guide shorter than the run; a mean at 1% cannot be told by any length
+    rng = random.Random(0)
+    a = [3 + rng.gauss(0, 0.3) for _ in range(300)]
+    near = [x * (1.0085 + rng.gauss(0, 0.012)) for x in a]
+    mean, low, high = numerics.paired_gap(a, near, 150)
+    assert numerics.within(low, high) == "not resolved" and high - low < 0.005  # +/-0.25%: under +/-0.5% already
+    assert numerics.steps_to_resolve(a, near, 150, 300)["steps_to_resolve"] > 300
+    assert numerics.steps_to_resolve(a, [x * 1.0101 for x in a], 150, 300) == {}
 
 
 def test_a_side_by_side_run_that_fails_or_hangs_stops_them_all_and_is_named(tiny):

@@ -190,8 +190,8 @@ def paired_gap(a: list[float], b: list[float], start: int) -> tuple[float, float
     if len(d) < 2:
         raise ValueError(f"{len(d)} step(s) to pair: at least 2")
     k = min(BLOCKS, len(d))
-    size = len(d) // k
-    means = [statistics.mean(d[i * size:(i + 1) * size]) for i in range(k)]
+    edges = [i * len(d) // k for i in range(k + 1)]  # near-equal blocks that take every step
+    means = [statistics.mean(d[edges[i]:edges[i + 1]]) for i in range(k)]
     mean = statistics.mean(d)
     half = T95[k - 1] * statistics.stdev(means) / math.sqrt(k)
     return mean, mean - half, mean + half
@@ -199,12 +199,16 @@ def paired_gap(a: list[float], b: list[float], start: int) -> tuple[float, float
 
 def steps_to_resolve(a: list[float], b: list[float], start: int, steps: int) -> dict[str, Any]:
     """Where the method's paired gap is not resolved: about how many steps, at this spread and batch, would narrow
-    its 95% interval to +/-WITHIN/2 (a gap under half a percent then reads 'under 1%'). A standard error falls
-    as one over the root of the steps averaged, if the spread stays as it was: a guide, not a promise."""
+    its 95% interval to the distance between its mean and 1%, so that it reads 'under' or 'over' if the gap stays
+    near its mean. A standard error falls as one over the root of the steps averaged, if the spread stays as it
+    was: a guide, not a promise. Nothing where the mean is within 0.1 point of 1% (no run length would tell)."""
     mean, low, high = paired_gap(a, b, start)
-    if within(low, high) != "not resolved":
+    room = abs(WITHIN - abs(mean))
+    if within(low, high) != "not resolved" or room < WITHIN / 10:
         return {}
-    factor = ((high - low) / 2 / (WITHIN / 2)) ** 2
+    factor = ((high - low) / 2 / room) ** 2
+    if factor <= 1:
+        return {}
     return {"steps_to_resolve": int(math.ceil(steps * factor / 10) * 10)}
 
 
@@ -280,7 +284,7 @@ def compare(model: Model, methods: Methods, steps: int = 300, micro_batch: int =
         mean, low, high = paired_gap(a, b, half)
         return {f"{name}_paired": mean, f"{name}_paired_95": [low, high], f"{name}_within_1pct": within(low, high)}
 
-    every = max(1, steps // 1000)  # every step of a run of up to 1,000: the paired gap can be recomputed from the row
+    every = -(-steps // 1000)  # every step of a run of up to 1,000: the paired gap can be recomputed from the row
     twice = {}
     if len(done_runs) > 3:
         again = done_runs[3][0]
@@ -328,6 +332,6 @@ def paired_words(n: dict[str, Any]) -> str:
     parts = [one("gap", n["method"]), one("noise", "bf16 from another initialisation")]
     if "gap_other_init_paired" in n:
         parts.append(one("gap_other_init", f"{n['method']} from that initialisation"))
-    more = (f". At this spread about {n['steps_to_resolve']:,} steps would narrow "
-            f"{n['method']}'s interval to +/-0.5%" if n.get("steps_to_resolve") else "")
+    more = (f". At this spread about {n['steps_to_resolve']:,} steps would resolve {n['method']}'s, if its gap "
+            f"stays near {n['gap_paired']:+.1%}" if n.get("steps_to_resolve") else "")
     return f"From step {n['paired_from_step']}, step by step on the same batches: {'; '.join(parts)}{more}"

@@ -371,7 +371,11 @@ def extras_leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets) ->
             continue
         others = [x for x in rows if (x["model"], x["gpu"], int(x["num_gpus"]) * int(x.get("num_nodes") or 1))
                   != (model_id, gpu, n)]
-        p = Predictor(others, presets).predict(model_id, gpu, n, methods)
+        try:  # as a user gets it: the calibrated intervals, the generations' factors
+            p = build_predictor(others, presets).predict(model_id, gpu, n, methods)
+        except PlannerError as exc:
+            skipped.append(f"{model_id} {n}x{gpu} {label}: {exc}")
+            continue
         error = p.days / float(r["days"]) - 1 if p.feasible and p.days else None
         taken = p.terms.get("extras_measured") or {}
         checks.append({"model": model_id, "gpu": gpu, "num_gpus": n, "label": label, "actual_days": float(r["days"]),

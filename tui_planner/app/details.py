@@ -9,6 +9,7 @@ an app. A ranking row with no trial (refused, infeasible, no system sold) is wor
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import statistics
 from typing import Any
@@ -314,18 +315,21 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
 
 
 def numerics_paired(n: dict[str, Any]) -> str:
-    """The paired gaps (engine/bench/numerics.py paired_words), from the row's JSON: numbers checked, words fixed."""
+    """The paired gaps (engine/bench/numerics.py paired_words) from the row's JSON: each interval two finite
+    numbers, its verdict worked out from them (never the file's word), the rest numbers."""
+    from engine.bench.numerics import within
+
     def one(name: str, who: str) -> str:
         low, high = (float(x) for x in n[f"{name}_paired_95"])
-        verdict = n[f"{name}_within_1pct"]
-        if verdict not in ("under", "over", "not resolved"):
-            raise ValueError(verdict)
-        return f"{who} {float(n[f'{name}_paired']):+.1%} ({low:+.1%} to {high:+.1%}, 95%): {verdict} 1%"
+        mean = float(n[f"{name}_paired"])
+        if not all(math.isfinite(x) for x in (low, mean, high)) or not low <= mean <= high:
+            raise ValueError(f"{name}: not an interval")
+        return f"{who} {mean:+.1%} ({low:+.1%} to {high:+.1%}, 95%): {within(low, high)} 1%"
 
     parts = [one("gap", "method"), one("noise", "bf16 other init")]
     if "gap_other_init_paired" in n:
         parts.append(one("gap_other_init", "method from it"))
-    more = (f"; about {int(n['steps_to_resolve']):,} steps would narrow the method's to +/-0.5%"
+    more = (f"; about {int(n['steps_to_resolve']):,} steps would resolve the method's (at this spread)"
             if n.get("steps_to_resolve") else "")
     return f"from step {int(n['paired_from_step'])}, step by step: {'; '.join(parts)}{more}"
 
@@ -344,7 +348,7 @@ def numerics_words(text: Any) -> str:
                    if "gap_other_init" in n else "") + ")"
                 + (f"; {numerics_paired(n)}" if "gap_paired" in n else "")
                 + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):
         return "not measured (tui-planner numerics --model ... --extras ... --db ...)"
 
 
