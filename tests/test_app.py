@@ -658,9 +658,12 @@ def test_a_multi_gpu_cells_findings_show_its_scaling_and_what_the_links_cost():
                 if "Scaling" in shown:
                     break
             assert "pythia-1b on 4 x h200" in shown
-            # 1 -> 2 -> 4 H200s, of 16-bit rows (an fp8 row on one GPU is another training): 3.74x from the one-GPU
-            # best, fused (the loss kernel only, same maths: 38.7 days against free-lunch's 39.4)
-            assert "Scaling on one node" in shown and re.search(r"3\.74x", shown)
+            # 1 -> 2 -> 4 H200s, of 16-bit rows (an fp8 row on one GPU is another training): 3.73x from the one-GPU
+            # best, fused (the loss kernel only, same maths: 38.7 days against free-lunch's 39.4; 4 GPUs: 10.4, measured
+            # again on 2026-11-28)
+            assert "Scaling on one node" in shown and re.search(r"3\.73x", shown)
+            # the fastest here is fp8: marked as another training, and not the best memory-saving setting
+            assert "fp8≈" in shown and "≈ changes numerics" in shown and "memory-saving setting: +2%" in shown
             assert "host-staged (no P2P)" in shown and "2 nodes, sockets" in shown
 
     asyncio.run(go())

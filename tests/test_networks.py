@@ -194,6 +194,31 @@ def test_a_pair_that_hid_nearly_all_its_communication_only_bounds_the_overlap_fr
     assert hidden["fsdp"] == alone and "raised to" in notes["fsdp"]
 
 
+def test_a_slow_path_row_pairs_with_its_own_links_sibling_of_the_same_engine_and_micro_batch(presets):
+    """A capped row of the cell (another micro-batch, timed later) does not hide the sibling; an FSDP row timed
+    before every block compiled, beside one timed after, grew by more than its communication: a lower bound (the
+    2 x H200 Pythia-2.8B pair gave 33% as a shown value, the host-staged Pythia-6.9B FSDP-3 came out 22% slow);
+    one timed after beside one before is no pair."""
+    import json
+
+    from engine.predict.comm import comm_overlap
+
+    after = json.dumps({"dynamo": {"graphs": 34, "recompile_limit_hit": []}})
+    own = dict(_pair_row("pythia-1b|h200|2|1|fsdp3|cuda", 1.00, 0.02, gpus=2, mb=32, sharding="fsdp3"),
+               created_at="2026-11-28", provenance=after)
+    staged = _pair_row("pythia-1b|h200|2|1|fsdp3|cuda|host-staged", 1.40, 0.02, gpus=2, link="host-staged",
+                       mb=32, sharding="fsdp3")
+    capped = dict(own, key="pythia-1b|h200|2|1|fsdp3|cuda|max-mb-1", micro_batch=1, created_at="2026-11-29")
+    hidden, notes = comm_overlap([own, staged], presets)
+    assert "before every block compiled" in notes["fsdp"] and "at least" in notes["fsdp"]
+    assert comm_overlap([own, capped, staged], presets) == (hidden, notes)  # the capped row is not its sibling
+    same = dict(own, provenance=None, created_at="2026-11-27")  # the staged row's engine: a shown value
+    hidden_same, notes_same = comm_overlap([same, own, staged], presets)
+    assert "before every block compiled" not in notes_same and "at least" not in notes_same["fsdp"]
+    later = dict(staged, provenance=after)  # the later engine over the slow path beside only an earlier own row
+    assert comm_overlap([same, later], presets)[0]["fsdp"] == 0.0
+
+
 def test_the_two_node_and_host_staged_rows_it_is_calibrated_on_come_back_within_15_percent(presets, predictor):
     with Store.open(shipped_db(), read_only=True) as st:
         rows = st.query("SELECT * FROM trials WHERE source = 'measured' AND feasible AND days IS NOT NULL "

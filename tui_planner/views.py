@@ -268,9 +268,12 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             days = fmt.days(x.days) if x.days is not None else f"[dim]{e(x.failure_kind)}[/dim]"
             if x.dense_mask:
                 days = f"[yellow]{days}†[/]"
-            t.add_row(e(role), e(x.label), mb, days, fmt.mfu(x.mfu), _vs(x.days, fl))
+            marked.append(x.changes_numerics)
+            t.add_row(e(role), e(fmt.setting(x.label, x.changes_numerics, short=True)), mb, days, fmt.mfu(x.mfu),
+                      _vs(x.days, fl))
 
         timed = c.timed
+        marked: list[bool] = []
         row("winner", c.winner)
         if c.winner is not c.free_lunch:
             row("free-lunch", c.free_lunch)
@@ -291,7 +294,7 @@ def findings_renderables(cells: Iterable[Any]) -> list[Any]:
             t.add_row(f"paper {e(p.gpu)}", e(p.label) if p.days is not None else "—", mb, days, mfu, _vs(p.days, fl))
             row("  its pick here", c.paper_pick_measured)
         out.append(t)
-        notes = []
+        notes = [fmt.NUMERICS_NOTE] if any(marked) else []
         if c.time_saved is not None:
             notes.append(f"best memory-saving setting: {_vs(c.best_memory_saving.days, fl)} time vs free-lunch "
                          f"(paper: up to -71%)")
