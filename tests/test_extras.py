@@ -691,3 +691,27 @@ def test_fused_and_fp8_are_validated_with_their_whole_cell_held_out():
                  if (c["model"], c["label"], c["num_gpus"]) == ("llama-3.2-1b", "fp8", 1))
     assert alone["how"] == "the assumption (terms.py)" and one["how"] != alone["how"]
     assert alone["predicted_days"] != pytest.approx(one["predicted_days"])
+
+
+def test_results_say_fused_and_fp8_beside_the_setting(tmp_path, capsys):
+    """A row with fp8 is another training's maths: the results table never shows it as plain free-lunch (it
+    did: 'FL' beside Pythia-1B's fastest H200 rows), and the JSON carries the two flags."""
+    from engine.data.store import Store, Trial
+    from tui_planner.cli import main
+
+    db = tmp_path / "r.duckdb"
+    with Store.open(db) as s:
+        for fused, fp8, days in ((False, False, 40.0), (True, False, 39.0), (False, True, 35.0), (True, True, 34.0)):
+            s.add_trial(Trial(model="tiny-neox", gpu="h200", num_gpus=1, feasible=True, source="measured",
+                              free_lunch=True, activation_checkpointing=False, sharding="none", offloading=False,
+                              fused=fused, fp8=fp8, days=days))
+    assert main(["results", "--db", str(db), "--presets", TINY]) == 0
+    out = capsys.readouterr().out
+    lines = {float(x.split()[3]): x for x in out.splitlines() if x.strip().startswith("tiny-neox")}
+    assert "fp8" not in lines[40.0] and "fused" not in lines[40.0]
+    assert "FL fused" in lines[39.0] and "fp8" not in lines[39.0]
+    assert "FL fp8≈" in lines[35.0] and "FL fused fp8≈" in lines[34.0]
+    assert "fp8≈ FP8 matrix products (changes numerics)" in " ".join(out.split())
+    assert main(["results", "--db", str(db), "--presets", TINY, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted((r["fused"], r["fp8"]) for r in rows) == [(False, False), (False, True), (True, False), (True, True)]

@@ -335,7 +335,7 @@ def _presets(args: argparse.Namespace) -> int:
 RESULT_FIELDS = (
     "model", "gpu", "num_gpus", "num_nodes", "days", "days_low", "days_high", "mfu", "plausibility", "source", "feasible",
     "free_lunch", "compile", "tf32", "attention", "kernel", "activation_checkpointing", "sharding",
-    "offloading", "micro_batch", "grad_accum", "step_s", "pass_s", "pass_spread_s", "update_s",
+    "offloading", "fused", "fp8", "micro_batch", "grad_accum", "step_s", "pass_s", "pass_spread_s", "update_s",
     "samples_per_s", "tokens_per_s", "analytic_days", "peak_memory_gb", "failure_kind",
     "failure_message", "config_source", "provenance", "run_id", "trial_id", "training_run", "steps",
 )

@@ -137,6 +137,10 @@ def methods(row: dict) -> str:
         parts.append("shard?")
     if row.get("offloading"):
         parts.append("offload")
+    if row.get("fused"):
+        parts.append("fused")
+    if row.get("fp8"):  # another training's maths: marked wherever it is shown (SETTING_LEGEND says so)
+        parts.append(f"fp8{NUMERICS_SHORT}")
     return " ".join(parts)
 
 

@@ -229,5 +229,6 @@ def batch_words(row: dict) -> str:
 # --- legends: one line each, for under a table ------------------------------------------------------
 
 SETTING_LEGEND = ("FL free-lunch (compile, fused kernels, TF32) · ckpt recompute activations · zero1-3/fsdp2-3 "
-                  "split training state across GPUs · offload to CPU RAM · ? not stated by the paper")
+                  "split training state across GPUs · offload to CPU RAM · fused liger-kernel's loss · fp8≈ FP8 "
+                  "matrix products (changes numerics) · ? not stated by the paper")
 FROM_LEGEND = "from: meas measured here · pred predicted (with a band) · T1/T4 the paper's Tables 1/4"
