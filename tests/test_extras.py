@@ -306,6 +306,37 @@ def test_a_side_by_side_run_that_fails_or_hangs_stops_them_all_and_is_named(tiny
     assert not multiprocessing.active_children()
 
 
+def test_runs_that_finished_before_the_others_were_stopped_are_kept(tiny, tmp_path, monkeypatch, capsys):
+    """A side-by-side comparison stopped at its timeout hands back the losses of the runs that had finished
+    (on 4 x H200 two bf16 runs of Pythia-1B finished and were lost when the fp8 ones passed --timeout), and
+    `numerics --json` writes them, marked unfinished, and stores nothing."""
+    import multiprocessing
+
+    from engine.bench import numerics
+    from tui_planner.cli import main
+
+    ids = numerics.corpus_ids()[:5000]
+    quick = (tiny, Methods(), 10, 2, 32, "cpu", 0, ids, False)
+    slow = (tiny, Methods(), 1_000_000, 2, 32, "cpu", 0, ids, False)
+    with pytest.raises(numerics.Unfinished, match=r"the slow run\(s\) did not finish in 45 s") as caught:
+        numerics._side_by_side([("quick", quick), ("slow", slow), ("quick too", quick)], [None] * 3, timeout=45)
+    assert set(caught.value.finished) == {"quick", "quick too"} and not multiprocessing.active_children()
+    assert len(caught.value.finished["quick"]) == 10 and caught.value.finished["quick"] == caught.value.finished["quick too"]
+
+    def stopped(*_a, **_k):
+        raise numerics.Unfinished("the fp8 run(s) did not finish in 330 s: stopped", {"bf16": [3.0, 2.5]})
+
+    monkeypatch.setattr(numerics, "compare", stopped)
+    out = tmp_path / "n.json"
+    assert main(["numerics", "--model", "tiny-neox", "--presets", TINY, "--extras", "fp8", "--device", "cpu",
+                 "--steps", "10", "--json", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert "did not finish in 330 s" in err and f"the losses of bf16 written to {out}" in err
+    kept = json.loads(out.read_text())
+    assert kept["finished_runs"] == {"bf16": [3.0, 2.5]} and "did not finish" in kept["unfinished"]
+    assert kept["model"] == "tiny-neox" and kept["steps"] == 10
+
+
 def test_side_by_side_runs_stop_on_sigterm_and_leave_an_ignored_sighup_ignored(tiny):
     """`timeout` or `kill` stops the runs (no child left, the handler given back); under nohup a hang-up
     stays ignored."""

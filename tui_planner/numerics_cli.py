@@ -90,15 +90,20 @@ def run(args: argparse.Namespace) -> int:
                                   timeout=args.timeout, lr=args.lr)
     except ValueError as e:
         raise PlannerError(f"numerics: {e}") from None
+    except numerics.Unfinished as e:
+        kept = ""
+        if args.json and e.finished:  # the runs that finished are a measurement too: kept, never stored
+            partial = {"model": model.id, "method": methods.label, "unfinished": str(e), "steps": args.steps,
+                       "micro_batch": args.micro_batch, "seq_len": args.numerics_seq_len, "seed": args.seed,
+                       **({"lr": args.lr} if args.lr is not None else {}), "finished_runs": e.finished}
+            if _write(args.json, partial):
+                kept = f"; the losses of {', '.join(e.finished)} written to {args.json}"
+        raise PlannerError(f"numerics {methods.label} on {model.id}: {e}{kept}") from None
     except RuntimeError as e:
         raise PlannerError(f"numerics {methods.label} on {model.id}: {e}") from None
     print(fmt.visible(f"{model.id}: {numerics.sentence(result)}"))
     if args.json:
-        from pathlib import Path
-
-        from engine.data.files import write_quietly
-
-        if not write_quietly(Path(args.json), json.dumps({"model": model.id, **result}, indent=1) + "\n"):
+        if not _write(args.json, {"model": model.id, **result}):
             raise PlannerError(f"numerics: cannot write {args.json} (the result is printed above)")
         print(fmt.visible(f"written to {args.json}"))
     if args.db and result.get("fp8_emulated"):
@@ -110,3 +115,11 @@ def run(args: argparse.Namespace) -> int:
                           if n else f"no measured row of {model.id} with {'+'.join(methods.extras)} in {args.db} "
                                     "yet: nothing stored (bench --extras measures them; run this again after)"))
     return 0
+
+
+def _write(path: str, data: dict) -> bool:
+    from pathlib import Path
+
+    from engine.data.files import write_quietly
+
+    return write_quietly(Path(path), json.dumps(data, indent=1) + "\n")

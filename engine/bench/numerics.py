@@ -110,9 +110,19 @@ def _child(index: int, card: str | None, parent: int, args: tuple, out: Any) -> 
         out.put((index, False, f"{type(e).__name__}: {e}"))
 
 
+class Unfinished(RuntimeError):
+    """Side-by-side runs stopped before all finished (one failed, died, outlasted the timeout, or a signal came):
+    `finished` holds the losses of those that had, by run name, so the caller can keep them."""
+
+    def __init__(self, message: str, finished: dict[str, list[float]]):
+        super().__init__(message)
+        self.finished = finished
+
+
 def _side_by_side(runs: list[tuple[str, tuple]], cards: list[str | None], timeout: float) -> list[tuple]:
     """Each run in a process of its own on a card of its own; the losses in the runs' order. A run that fails,
-    dies or outlasts `timeout` stops them all and is said by name; no process outlives the call."""
+    dies or outlasts `timeout` stops them all and is said by name (Unfinished, with the losses of the runs that
+    had finished); no process outlives the call."""
     import multiprocessing
     import types
     from multiprocessing.reduction import ForkingPickler
@@ -160,6 +170,8 @@ def _side_by_side(runs: list[tuple[str, tuple]], cards: list[str | None], timeou
                 raise RuntimeError(f"the {runs[i][0]} run failed: {payload}")
             got[i] = payload
         return [got[i] for i in range(len(procs))]
+    except RuntimeError as e:  # a failure, a death, the timeout or a signal: what had finished goes with it
+        raise Unfinished(str(e), {runs[i][0]: got[i][0] for i in sorted(got)}) from None
     finally:
         for p in procs:  # the children first, then the handlers back
             if p.is_alive():
