@@ -334,16 +334,24 @@ def sentence(n: dict[str, Any]) -> str:
             + (" [fp8 emulated on the CPU]" if n.get("fp8_emulated") else ""))
 
 
-def paired_words(n: dict[str, Any]) -> str:
-    """The paired gaps in words: 'From step 151, step by step on the same batches: fp8 +0.1% (95%: -0.4% to
-    +0.6%): under 1%; ...'."""
-    def one(name: str, who: str) -> str:
-        low, high = n[f"{name}_paired_95"]
-        return f"{who} {n[f'{name}_paired']:+.1%} (95%: {low:+.1%} to {high:+.1%}): {n[f'{name}_within_1pct']} 1%"
+def paired_words(n: dict[str, Any], short: bool = False) -> str:
+    """The paired gaps in words, each verdict worked out from its interval: 'From step 151, step by step on the
+    same batches: fp8 +0.1% (95%: -0.4% to +0.6%): under 1%; ...'. short: a row's details line ('from step 151,
+    step by step: method +0.1% (-0.4% to +0.6%, 95%): under 1%; ...'), whose caller has checked the numbers."""
+    label = "method" if short else n["method"]
+    who = {"gap": label, "noise": "bf16 other init" if short else "bf16 from another initialisation",
+           "gap_other_init": "method from it" if short else f"{label} from that initialisation"}
 
-    parts = [one("gap", n["method"]), one("noise", "bf16 from another initialisation")]
-    if "gap_other_init_paired" in n:
-        parts.append(one("gap_other_init", f"{n['method']} from that initialisation"))
-    more = (f". At this spread about {n['steps_to_resolve']:,} steps would resolve {n['method']}'s, if its gap "
+    def one(name: str) -> str:
+        low, high = n[f"{name}_paired_95"]
+        span = f"({low:+.1%} to {high:+.1%}, 95%)" if short else f"(95%: {low:+.1%} to {high:+.1%})"
+        return f"{who[name]} {n[f'{name}_paired']:+.1%} {span}: {within(low, high)} 1%"
+
+    parts = "; ".join(one(name) for name in ("gap", "noise", "gap_other_init") if f"{name}_paired" in n)
+    if short:
+        more = (f"; about {n['steps_to_resolve']:,} steps would resolve the method's (at this spread)"
+                if n.get("steps_to_resolve") else "")
+        return f"from step {n['paired_from_step']}, step by step: {parts}{more}"
+    more = (f". At this spread about {n['steps_to_resolve']:,} steps would resolve {label}'s, if its gap "
             f"stays near {n['gap_paired']:+.1%}" if n.get("steps_to_resolve") else "")
-    return f"From step {n['paired_from_step']}, step by step on the same batches: {'; '.join(parts)}{more}"
+    return f"From step {n['paired_from_step']}, step by step on the same batches: {parts}{more}"

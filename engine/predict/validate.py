@@ -359,6 +359,7 @@ def extras_leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets) ->
         if key not in latest or str(r.get("created_at") or "") > str(latest[key].get("created_at") or ""):
             latest[key] = dict(r)
     checks = []
+    held: dict[tuple, Any] = {}  # a predictor per held-out cell, for all of that cell's configurations
     for (model_id, gpu, n, label), r in sorted(latest.items()):
         methods = memory.methods_of(r)
         prov = provenance_view(r.get("provenance"))
@@ -369,10 +370,12 @@ def extras_leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets) ->
             skipped.append(f"{model_id} {n}x{gpu} {label}: its weights were gathered otherwise than the engine "
                            "gathers them today")
             continue
-        others = [x for x in rows if (x["model"], x["gpu"], int(x["num_gpus"]) * int(x.get("num_nodes") or 1))
-                  != (model_id, gpu, n)]
-        try:  # as a user gets it: the calibrated intervals, the generations' factors
-            p = build_predictor(others, presets).predict(model_id, gpu, n, methods)
+        cell = (model_id, gpu, n)
+        if cell not in held:  # as a user gets it: the calibrated intervals, the generations' factors
+            held[cell] = build_predictor([x for x in rows if (x["model"], x["gpu"], int(x["num_gpus"])
+                                                              * int(x.get("num_nodes") or 1)) != cell], presets)
+        try:
+            p = held[cell].predict(model_id, gpu, n, methods)
         except PlannerError as exc:
             skipped.append(f"{model_id} {n}x{gpu} {label}: {exc}")
             continue

@@ -315,23 +315,22 @@ def settings_lines(row: dict[str, Any]) -> list[str]:
 
 
 def numerics_paired(n: dict[str, Any]) -> str:
-    """The paired gaps (engine/bench/numerics.py paired_words) from the row's JSON: each interval two finite
-    numbers, its verdict worked out from them (never the file's word), the rest numbers."""
-    from engine.bench.numerics import within
+    """The paired gaps (engine/bench/numerics.py paired_words) from the row's JSON, whose numbers are checked
+    here: each interval two finite numbers around its mean, the step counts whole numbers; the verdicts are
+    worked out from the intervals (never the file's word)."""
+    from engine.bench.numerics import paired_words
 
-    def one(name: str, who: str) -> str:
-        low, high = (float(x) for x in n[f"{name}_paired_95"])
-        mean = float(n[f"{name}_paired"])
-        if not all(math.isfinite(x) for x in (low, mean, high)) or not low <= mean <= high:
-            raise ValueError(f"{name}: not an interval")
-        return f"{who} {mean:+.1%} ({low:+.1%} to {high:+.1%}, 95%): {within(low, high)} 1%"
-
-    parts = [one("gap", "method"), one("noise", "bf16 other init")]
-    if "gap_other_init_paired" in n:
-        parts.append(one("gap_other_init", "method from it"))
-    more = (f"; about {int(n['steps_to_resolve']):,} steps would resolve the method's (at this spread)"
-            if n.get("steps_to_resolve") else "")
-    return f"from step {int(n['paired_from_step'])}, step by step: {'; '.join(parts)}{more}"
+    clean: dict[str, Any] = {"paired_from_step": int(n["paired_from_step"])}
+    if n.get("steps_to_resolve"):
+        clean["steps_to_resolve"] = int(n["steps_to_resolve"])
+    for name in ("gap", "noise", "gap_other_init"):
+        if name != "gap_other_init" or f"{name}_paired" in n:
+            low, high = (float(x) for x in n[f"{name}_paired_95"])
+            mean = float(n[f"{name}_paired"])
+            if not all(math.isfinite(x) for x in (low, mean, high)) or not low <= mean <= high:
+                raise ValueError(f"{name}: not an interval")
+            clean[f"{name}_paired"], clean[f"{name}_paired_95"] = mean, (low, high)
+    return paired_words(clean, short=True)
 
 
 def numerics_words(text: Any) -> str:
