@@ -444,6 +444,44 @@ def test_offload_update_and_exposed_copies_are_calibrated_per_implementation(pre
         predict.DEFAULT_CPU_ADAM_S_PER_PARAM
 
 
+def test_fsdp_offload_on_several_gpus_costs_what_its_measured_passes_cost_beyond_the_copies(presets):
+    """FSDP's CPU offload on 2 and 4 x H200 cost a pass 1-4 ns per parameter a GPU holds beyond its copies
+    (engine/predict/offload.py), on one GPU nearly nothing: the copies' share comes from one GPU's rows, the cost
+    beyond them from several GPUs' rows at the count asked for, else the nearest count measured, and ZeRO's
+    offload and one GPU take none of it."""
+    fsdp, zero = Methods(sharding="fsdp2", offloading=True), Methods(sharding="zero2", offloading=True)
+    one = _offload_row(presets, "pythia-410m", fsdp, 3.0e-9, 0.6)
+    model, g = presets.model("pythia-410m"), presets.gpu("h100")
+    held = memory.shape(model).params / 2
+    two = dict(one, num_gpus=2, key="pythia-410m|h100|2|fsdp2+offload", grad_accum=one["grad_accum"] // 2)
+    copies = predict.host_bytes(model, fsdp, 2)[0] / predict.host_bytes_per_s(g)
+    gpu_work = one["pass_s"] - 0.6 * predict.host_bytes(model, fsdp, 1)[0] / predict.host_bytes_per_s(g)
+    two["pass_s"] = gpu_work + 0.6 * copies + 2.0e-9 * held
+    two["update_s"] = 3.0e-9 * held
+    two["days"] = formulas.training_days(two["pass_s"] * two["grad_accum"] + two["update_s"], model.training.steps)
+    p = predict.Predictor(_synthetic(presets) + [one, two], presets)
+    assert p.host_exposed["fsdp"] == pytest.approx(0.6, abs=0.02)  # one GPU's row alone: the 2-GPU pass is not copies
+    assert p.sharded_offload.per_param_s(2)[0] == pytest.approx(2.0e-9, rel=0.05)
+    psi = memory.shape(presets.model("pythia-1b")).params
+    on2 = p.predict("pythia-1b", "h100", 2, fsdp)
+    assert on2.terms["host_sharded_s"] == pytest.approx(2.0e-9 * psi / 2, rel=0.05)
+    assert "this GPU count" in on2.terms["host_sharded_note"]
+    assert any(line.startswith("offload on 2 GPUs: +") for line in on2.lines)
+    on8 = p.predict("pythia-1b", "h100", 8, fsdp)  # no 8-GPU row: the nearest count's rate, said
+    assert on8.terms["host_sharded_s"] == pytest.approx(2.0e-9 * psi / 8, rel=0.05)
+    assert "2 GPUs, the nearest count measured" in on8.terms["host_sharded_note"]
+    assert on2.pass_s - on2.terms["compute_part_s"] - on2.terms["memory_part_s"] - on2.terms["comm_pass_s"] == \
+        pytest.approx(
+        p.host_exposed["fsdp"] * on2.terms["host_pass_bytes"] / on2.terms["host_bytes_s"]
+        + on2.terms["host_sharded_s"], rel=1e-6)
+    assert p.predict("pythia-1b", "h100", 1, fsdp).terms["host_sharded_s"] == 0.0
+    assert p.predict("pythia-1b", "h100", 2, zero).terms["host_sharded_s"] == 0.0
+    # nothing measured on several GPUs: the copies as on one GPU, and the prediction says so
+    alone = predict.Predictor(_synthetic(presets) + [one], presets).predict("pythia-1b", "h100", 2, fsdp)
+    assert alone.terms["host_sharded_s"] == 0.0
+    assert alone.terms["host_sharded_note"].startswith("no FSDP offload measured on several GPUs")
+
+
 def test_zero1_offload_copies_gradients_once_per_step(presets):
     m = presets.model("pythia-1b")
     psi = memory.shape(m).params

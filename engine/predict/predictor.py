@@ -12,7 +12,7 @@ from engine.data import formulas, space
 from engine.data.presets import Gpu, Model, Network, Presets
 from engine.data.space import Methods
 from engine.data.runs import run_key
-from engine.predict import calibration, extras, floors as pass_floors, memory
+from engine.predict import calibration, extras, floors as pass_floors, memory, offload
 from engine.predict.comm import comm_kind, comm_overlap, waits
 from engine.data.generations import BASE, GENERATIONS, fp8_peak_ratio, generation_of, mfu_line
 from engine.predict.fit import Band, BasisRow, Fit, basis_row, distinct, fit_rows
@@ -133,6 +133,7 @@ class Predictor:
         # (host_transfers), per stage, median over measured offload passes of other cells.
         rates: dict[str, list[float]] = {"fsdp": []}
         lat: dict[str, list[float]] = {"zero2": [], "zero3": []}
+        several: list[tuple[BasisRow, float, float]] = []  # FSDP offload on several GPUs (engine/predict/offload.py)
         for b in self.basis:
             if b.source != "measured" or not b.methods.offloading or not b.host_pass_s or not b.timed_micro_batch:
                 continue
@@ -144,7 +145,9 @@ class Predictor:
             copies_s = b.host_pass_s / LINK_EFFICIENCY
             exposed = b.timed_micro_batch * b.per_sample_s - gpu_s
             kind = host_kind(b.methods)
-            if kind == "fsdp":
+            if kind == "fsdp" and b.num_gpus > 1:
+                several.append((b, exposed, copies_s))
+            elif kind == "fsdp":
                 rates[kind].append(min(1.0, max(0.0, exposed / copies_s)))
             else:
                 lat[kind].append(max(0.0, exposed - copies_s) / host_transfers(presets.model(b.model), b.methods))
@@ -152,6 +155,9 @@ class Predictor:
         self.host_note = {k: (f"{self.host_exposed[k]:.0%} of the copy time exposed, median of {len(v)} measured "
                               f"{k} offload passes" if v else f"copies exposed in full (no measured {k} offload pass)")
                           for k, v in rates.items()}
+        self.sharded_offload = offload.ShardedOffload.of([
+            offload.Sample(b.label(), b.num_gpus, exposed - self.host_exposed["fsdp"] * copies_s,
+                           shape(presets.model(b.model)).params / b.num_gpus) for b, exposed, copies_s in several])
         # How much of the GPU-to-GPU traffic hides behind the GPU's work, per kind (engine/predict/comm.py).
         self.comm_hidden, self.comm_note = comm_overlap(rows, presets)
         self._floors: pass_floors.Floors | None = None  # fitted on first use (floors below)
@@ -426,7 +432,10 @@ class Predictor:
         ck = comm_kind(methods)
         hidden, gpu_pass = self.comm_hidden[ck], compute_part + memory_part
         comm_pass, comm_step = waits(cb_pass, cb_update, link, hidden, ck, gpu_pass)  # what pass and step wait for
-        host_pass = exposed * hb_pass / host + latency
+        sharded_per_param, sharded_note = (self.sharded_offload.per_param_s(num_gpus)
+                                           if hb_pass and host_kind(methods) == "fsdp" else (0.0, ""))
+        sharded_s = sharded_per_param * s.params / num_gpus
+        host_pass = exposed * hb_pass / host + latency + sharded_s
         pass_s = compute_part + memory_part + comm_pass + host_pass
         # What a pass takes at least (engine/predict/floors.py): its collectives at the GPUs' own peer links
         # (fitted there; over host memory or a network the overlap above holds alone) and a compiled pass's issue
@@ -540,6 +549,7 @@ class Predictor:
             "comm_pass_bytes": cb_pass, "comm_update_bytes": cb_update, "link_bytes_s": link,
             "host_pass_bytes": hb_pass, "host_update_bytes": hb_update, "host_bytes_s": host, "host_exposed": exposed,
             "host_transfers": host_transfers(model, methods), "host_latency_s": latency,
+            "host_sharded_s": sharded_s, "host_sharded_note": sharded_note,
             "gpu_update_s": gpu_update, "cpu_update_s": cpu_update, "x_u": self.x_u, "capped": capped,
             "basis_trials": [b.trial_id for b in basis_rows], "band": band.what if band else None,
             "generation": gen.id if gen else None, "generation_factors": {"compute": kc, "attention": ka,
@@ -701,6 +711,9 @@ class Predictor:
                          f"{t['host_bytes_s'] / 1e9:.1f} GB/s{per_transfer} = "
                          f"{t['host_exposed'] * t['host_pass_bytes'] / t['host_bytes_s'] + t['host_latency_s']:.3f} "
                          f"s per pass ({self.host_note.get(host_kind(p.methods), '')})")
+            if t.get("host_sharded_note"):
+                lines.append(f"offload on {p.num_gpus} GPUs: + {t['host_sharded_s']:.3f} s per pass "
+                             f"({t['host_sharded_note']})")
         if t.get("pass_floor_s") and p.pass_s > 1.005 * t["pass_work_s"]:
             lines.append(f"floor: a pass takes at least {t['pass_floor_words']}; (work {t['pass_work_s']:.3f}^3 + "
                          f"floor {t['pass_floor_s']:.3f}^3)^(1/3) = {p.pass_s:.3f} s ({self.floors.note})")
