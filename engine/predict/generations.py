@@ -22,7 +22,8 @@ is predicted with the same roofline as our own rows (engine/predict/terms.py), p
                  where logits are computed, attention 12 x layers x hidden x seq^2 per sample (6 when causal
                  and fused, which skips the masked half), x 4/3 with activation checkpointing
     memory_s     memory-bound bytes per sample / bandwidth, counted as for our models (terms.traffic_terms):
-                 elementwise layers, unfused attention scores, logits and loss
+                 elementwise layers, unfused attention scores, logits and loss, and the optimizer step's
+                 (terms.ADAM_UPDATE_BYTES a parameter held) over the samples each GPU takes a step
     comm_s       what the sharding sends per sample (DDP and ZeRO-1: the gradients once per step; FSDP: the
                  gathers and reduce-scatters of every pass) / the GPU-to-GPU link; e in [0, 1] is the share
                  of it that is not hidden behind compute, fitted from the multi-GPU rows
@@ -46,7 +47,8 @@ from engine.data.external import ExternalData, ExternalRow
 from engine.data.generations import BASE, GENERATIONS, generation_of
 from engine.data.presets import Gpu, Presets
 from engine.predict.fit import Band, Fit
-from engine.predict.terms import (EAGER_SCORE_TRAFFIC, LAYER_ELEMENTWISE_TRAFFIC, LOGIT_TRAFFIC, link_bytes_per_s)
+from engine.predict.terms import (ADAM_UPDATE_BYTES, EAGER_SCORE_TRAFFIC, LAYER_ELEMENTWISE_TRAFFIC, LOGIT_TRAFFIC,
+                                  link_bytes_per_s)
 
 LOG_BOUND = math.log(8.0)  # a generation's factor stays within 1/8 .. 8 of Hopper's
 SOURCE_BOUND = math.log(20.0)
@@ -87,13 +89,18 @@ def row_terms(r: ExternalRow, gpu: Gpu, base: Fit) -> RowTerms:
     traffic = k * LAYER_ELEMENTWISE_TRAFFIC * L * s * h + LOGIT_TRAFFIC * positions * width
     if not r.fused_attention:
         traffic += k * EAGER_SCORE_TRAFFIC * L * r.heads * s * s
+    n = r.num_gpus
+    per_gpu_step = (r.global_batch / n if r.global_batch else None) or ((r.micro_batch or 1) * (r.grad_accum or 1))
+    # The optimizer step is in every published step time; per sample it is the update's bytes over the samples a
+    # GPU takes a step, which matters where the micro-batch is small: Languini's 731M GPT on an RTX 3090 steps every
+    # 4 sequences (about 7% of its step), its A100 every 36. Left out, the 3090 came out 19% too fast on that model
+    # and 28% too slow on the 28M one. ZeRO-1 and FSDP update their shard only.
+    held = params if r.sharding in ("none", "ddp") else params / n
+    traffic += ADAM_UPDATE_BYTES * held / per_gpu_step
     memory_s = traffic / (gpu.memory_bandwidth_gbs * 1e9)
     comm = 0.0
-    n = r.num_gpus
     if n > 1:
         ring = (n - 1) / n
-        per_gpu_step = (r.global_batch / n if r.global_batch else None) or (
-            (r.micro_batch or 1) * (r.grad_accum or 1))
         if r.sharding in ("ddp", "zero1", "none"):
             comm = 2 * ring * 2 * params / per_gpu_step  # 16-bit gradients reduced once per step
         else:
