@@ -3,6 +3,7 @@ space, why they cannot run here (said, no row), the float8 swap run for real in 
 generic fused loss against transformers' own, and the numerics run end to end into a row's details."""
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 import types
@@ -455,8 +456,15 @@ def test_a_method_measured_beside_its_setting_gives_a_ratio_and_the_closest_one_
     assert cell.how == "this cell, measured" and cell.ratio == pytest.approx(0.9) and cell.low == pytest.approx(0.855)
     on_a = extras.take(pairs, space.by_label("fp8+ckpt"), "a", "h100", 8)  # this model, carried: a wider margin
     assert on_a.how.startswith("this model") and on_a.ratio == pytest.approx(0.9) and on_a.low < cell.low
-    on_c = extras.take(pairs, space.by_label("fp8"), "c", "h200", 1)  # other models, unsharded ones only
-    assert on_c.how.startswith("other models, the same kind") and on_c.ratio == pytest.approx(0.85)
+    on_c = extras.take(pairs, space.by_label("fp8"), "c", "h100", 1)  # other models on other GPUs, unsharded only
+    assert on_c.how.startswith("other models on other cards, the same kind") and on_c.ratio == pytest.approx(0.85)
+    # a model with no pair of its own on a card that has some: that card's pairs (pooled with the model's, had it any)
+    on_h200 = extras.take(pairs + [replace(pairs[0], gpu="h100", days=pairs[0].base_days * 1.2)],
+                          space.by_label("fp8"), "c", "h200", 1)
+    assert on_h200.how.startswith("this model or this card") and on_h200.ratio == pytest.approx(0.85)
+    mixed = extras.take(pairs + [replace(pairs[0], model="c", gpu="h100", days=pairs[0].base_days * 0.6)],
+                        space.by_label("fp8"), "c", "h200", 1)  # c's own pair on another card, with h200's two
+    assert mixed.ratio == pytest.approx(0.8) and len(mixed.pairs) == 3
     assert extras.take(pairs, space.by_label("fp8+fsdp2"), "a", "h200", 2).ratio == pytest.approx(1.5)  # b's FSDP
     assert extras.take(pairs, space.by_label("fp8+fsdp2+offload"), "b", "h200", 2) is None  # no offloaded pair
     assert "measured x0.90" in cell.words(("fp8",))
@@ -500,10 +508,10 @@ def test_fp8_under_fsdp_takes_the_ratios_of_weights_gathered_as_the_engine_gathe
     assert {(p.model, p.label, p.gather) for p in pairs} == {("a", "fp8+fsdp2", "16-bit"), ("b", "fp8+fsdp3", "float8"),
                                                              ("a", "fp8+fsdp3+offload", "16-bit"),
                                                              ("b", "fp8+fsdp3+offload", "float8")}
-    on_a = extras.take(pairs, space.by_label("fp8+fsdp2"), "a", "h200", 4)
+    on_a = extras.take(pairs, space.by_label("fp8+fsdp2"), "a", "h100", 4)
     assert on_a.ratio == pytest.approx(0.82) and on_a.how.startswith("other models")  # not its own x1.08
     assert "float8 gathers" in on_a.words(("fp8",))
-    off = extras.take(pairs, space.by_label("fp8+fsdp3+offload"), "c", "h200", 4)
+    off = extras.take(pairs, space.by_label("fp8+fsdp3+offload"), "c", "h100", 4)
     assert off.ratio == pytest.approx(0.9) and off.how.startswith("other models")  # a's 16-bit one, not b's x0.5
     # one cell measured with both gathers: two pairs, each against the cell's latest 16-bit row
     again = rows[:2] + [_row("a", "fsdp2", 10.4, n=4, created_at="2026-11-28 02:10"),
