@@ -94,9 +94,11 @@ def row_terms(r: ExternalRow, gpu: Gpu, base: Fit) -> RowTerms:
     # The optimizer step is in every published step time; per sample it is the update's bytes over the samples a
     # GPU takes a step, which matters where the micro-batch is small: Languini's 731M GPT on an RTX 3090 steps every
     # 4 sequences (about 7% of its step), its A100 every 36. Left out, the 3090 came out 19% too fast on that model
-    # and 28% too slow on the 28M one. ZeRO-1 and FSDP update their shard only.
-    held = params if r.sharding in ("none", "ddp") else params / n
-    traffic += ADAM_UPDATE_BYTES * held / per_gpu_step
+    # and 28% too slow on the 28M one. ZeRO-1 and FSDP update their shard only. A row that states neither its global
+    # batch nor its accumulation (NVIDIA's BERT phase 1) does not say how often it steps: no term for it.
+    if r.global_batch or r.grad_accum:
+        held = params if r.sharding in ("none", "ddp") else params / n
+        traffic += ADAM_UPDATE_BYTES * held / per_gpu_step
     memory_s = traffic / (gpu.memory_bandwidth_gbs * 1e9)
     comm = 0.0
     if n > 1:
