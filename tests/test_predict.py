@@ -14,7 +14,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from engine.data import formulas, space
-from engine.predict import calibration, memory
+from engine.predict import calibration, memory, offload
 from engine import predict
 from engine.data import store as store_mod
 from engine.data.paths import shipped_db
@@ -476,6 +476,23 @@ def test_fsdp_offload_on_several_gpus_costs_what_its_measured_passes_cost_beyond
         + on2.terms["host_sharded_s"], rel=1e-6)
     assert p.predict("pythia-1b", "h100", 1, fsdp).terms["host_sharded_s"] == 0.0
     assert p.predict("pythia-1b", "h100", 2, zero).terms["host_sharded_s"] == 0.0
+    # carried to another GPU type or across machines: the same figure, said to be carried over
+    assert "not this GPU type" in p.predict("pythia-1b", "a100", 2, fsdp).terms["host_sharded_note"]
+    apart = p.predict("pythia-1b", "h100", 2, fsdp, nodes=2, network=presets.networks["ib-ndr-400"])
+    assert "not across machines" in apart.terms["host_sharded_note"] and apart.terms["host_sharded_s"] > 0
+    # a step of one micro-batch holds no gradient from a pass before: nothing beyond the copies
+    small = presets.model("pythia-1b")
+    one_pass = dataclasses.replace(presets, models={**presets.models, "pythia-1b": dataclasses.replace(
+        small, training=dataclasses.replace(small.training, batch_size=on2.micro_batch * 2))})
+    q = predict.Predictor(_synthetic(one_pass) + [one, two], one_pass).predict("pythia-1b", "h100", 2, fsdp)
+    assert q.grad_accum == 1 and q.terms["host_sharded_s"] == 0.0
+    # a cell measured in two settings counts once: the median over cells, not over passes
+    cells = offload.ShardedOffload.of([offload.Sample("a", ("m", "h100", 2), 2, 1.0, 1e9),
+                                       offload.Sample("b", ("m", "h100", 2), 2, 1.2, 1e9),
+                                       offload.Sample("c", ("n", "h100", 2), 2, 4.0, 1e9)])
+    assert cells.per_param_s(2)[0] == pytest.approx((1.1e-9 + 4.0e-9) / 2)
+    assert "median of 2 measured cells" in cells.per_param_s(2)[1]
+    assert cells.per_param_s(3)[0] == cells.per_param_s(2)[0] and "nearest count" in cells.per_param_s(3)[1]
     # nothing measured on several GPUs: the copies as on one GPU, and the prediction says so
     alone = predict.Predictor(_synthetic(presets) + [one], presets).predict("pythia-1b", "h100", 2, fsdp)
     assert alone.terms["host_sharded_s"] == 0.0

@@ -11,9 +11,18 @@ prediction. Per parameter a GPU holds, beyond the copies' exposed share:
     2 x H200         1.9-3.5 ns (Pythia-410M's two, Pythia-1B, Llama-3.2-1B)
     4 x H200         1.1-1.2 ns (Pythia-1B, Llama-3.2-1B)
 
-Where it goes is not measured (it falls from 2 to 4 GPUs faster than the parameters a GPU holds do). So a prediction
-takes the cost per parameter measured at its own GPU count, else at the nearest count measured, and says which; a
-count nobody measured on several GPUs adds nothing beyond the copies (the one-GPU rule) and says that.
+Where it goes is not measured (it falls from 2 to 4 GPUs faster than the parameters a GPU holds do). The likely
+cause, from PyTorch's source: FSDP2 copies a reduced gradient to the CPU synchronously and adds it there whenever one
+is already held (micro-batches 2..N of a step), once per module inside backward, and the engine reduces on every
+micro-batch (docs/measurements.md, twenty-second session), where a Hugging Face Trainer run of the export
+reduces once a step (accelerate's no_sync sets set_requires_gradient_sync(False)): the figure is the engine's, and
+each prediction says it may overstate an exported run. So a prediction
+takes the cost per parameter measured at its own GPU count, else at the nearest count measured, and says which: the
+median over cells (a cell measured in two settings counts once), on the GPUs and machines they ran on. A count nobody
+measured on several GPUs adds nothing beyond the copies (the one-GPU rule) and says that. A step without accumulation
+adds nothing either: every measured pass held a gradient from the pass before, which is what makes the copy
+synchronous, and a step of one micro-batch holds none. Across machines, and on other GPUs than those measured, the
+figure is carried over unchecked, and the note says so.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ class Sample:
     """One measured FSDP offload pass on several GPUs."""
 
     label: str
+    cell: tuple  # (model, GPU type, count): samples of one cell count once
     num_gpus: int
     beyond_s: float  # the pass, less its GPU work and the copies' exposed share as on one GPU
     params_held: float  # parameters each GPU holds (the model's / the count)
@@ -57,8 +67,9 @@ class ShardedOffload:
             return None
         return min(self.by_count, key=lambda n: (abs(math.log(n / num_gpus)), -n))
 
-    def per_param_s(self, num_gpus: int) -> tuple[float, str]:
-        """(seconds per parameter held, a pass, beyond the copies; where the figure comes from)."""
+    def per_param_s(self, num_gpus: int, gpu: str = "", nodes: int = 1) -> tuple[float, str]:
+        """(seconds per parameter held, a pass, beyond the copies; where the figure comes from): the median over the
+        measured cells at `num_gpus`, else at the nearest count measured, each cell its samples' median."""
         if num_gpus <= 1:
             return 0.0, ""
         n = self.nearest(num_gpus)
@@ -66,8 +77,20 @@ class ShardedOffload:
             return 0.0, ("no FSDP offload measured on several GPUs: the copies as on one GPU, nothing more "
                          "(measured elsewhere, several GPUs cost 1-4 ns per parameter held beyond them)")
         samples = self.by_count[n]
-        value = statistics.median(s.per_param_s for s in samples)
+        cells: dict[tuple, list[float]] = {}
+        for s in samples:
+            cells.setdefault(s.cell, []).append(s.per_param_s)
+        value = statistics.median(statistics.median(v) for v in cells.values())
         where = "this GPU count" if n == num_gpus else f"{n} GPUs, the nearest count measured"
+        gpus = sorted({c[1] for c in cells})
+        caveats = []
+        if gpu and gpu not in gpus:
+            caveats.append(f"measured on {'/'.join(gpus)}, not this GPU type")
+        if nodes > 1:
+            caveats.append("measured on one machine, not across machines")
+        caveats.append("the engine reduces every micro-batch; a Trainer run of the export reduces once a step "
+                       "(accelerate's no_sync) and may not pay it")
         return value, (f"FSDP offload on several GPUs: {value * 1e9:.2f} ns per parameter held beyond the copies, "
-                       f"median of {len(samples)} measured passes on {where} "
-                       f"({', '.join(s.label for s in samples[:3])}{', ...' if len(samples) > 3 else ''})")
+                       f"median of {len(cells)} measured cells on {where} "
+                       f"({', '.join(f'{c[0]} {c[2]}x{c[1]}' for c in sorted(cells))})"
+                       + "".join(f"; {c}" for c in caveats))

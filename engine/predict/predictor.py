@@ -156,7 +156,8 @@ class Predictor:
                               f"{k} offload passes" if v else f"copies exposed in full (no measured {k} offload pass)")
                           for k, v in rates.items()}
         self.sharded_offload = offload.ShardedOffload.of([
-            offload.Sample(b.label(), b.num_gpus, exposed - self.host_exposed["fsdp"] * copies_s,
+            offload.Sample(b.label(), (b.model, b.gpu, b.num_gpus), b.num_gpus,
+                           exposed - self.host_exposed["fsdp"] * copies_s,
                            shape(presets.model(b.model)).params / b.num_gpus) for b, exposed, copies_s in several])
         # How much of the GPU-to-GPU traffic hides behind the GPU's work, per kind (engine/predict/comm.py).
         self.comm_hidden, self.comm_note = comm_overlap(rows, presets)
@@ -432,8 +433,9 @@ class Predictor:
         ck = comm_kind(methods)
         hidden, gpu_pass = self.comm_hidden[ck], compute_part + memory_part
         comm_pass, comm_step = waits(cb_pass, cb_update, link, hidden, ck, gpu_pass)  # what pass and step wait for
-        sharded_per_param, sharded_note = (self.sharded_offload.per_param_s(num_gpus)
-                                           if hb_pass and host_kind(methods) == "fsdp" else (0.0, ""))
+        # FSDP's offload on several GPUs, a step that accumulates (engine/predict/offload.py)
+        sharded_per_param, sharded_note = (self.sharded_offload.per_param_s(num_gpus, gpu.id, nodes)
+                                           if hb_pass and host_kind(methods) == "fsdp" and accum > 1 else (0.0, ""))
         sharded_s = sharded_per_param * s.params / num_gpus
         host_pass = exposed * hb_pass / host + latency + sharded_s
         pass_s = compute_part + memory_part + comm_pass + host_pass
