@@ -400,8 +400,8 @@ def _print_extras(console, x: dict) -> None:
                       f"{x['target']:.0%}): " + ("[green]met[/]" if x["met"] else "[bold red]missed[/]"), highlight=False)
     for why in x["skipped"]:
         console.print(f"[yellow]not checked:[/] {e(why)}", highlight=False)
-    console.print("[dim]from: whose measured ratio the prediction took (this model's other cells, else other "
-                  "models'); each cell held out whole, the setting without the method too.[/dim]")
+    console.print("[dim]from: whose measured ratio the prediction took (this model's or this card's other cells, "
+                  "else any); each cell held out whole, the setting without the method too.[/dim]")
 
 
 def _print_intervals(console, iv: dict) -> None:
