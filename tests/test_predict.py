@@ -487,9 +487,9 @@ def test_fsdp_offload_on_several_gpus_costs_what_its_measured_passes_cost_beyond
     q = predict.Predictor(_synthetic(one_pass) + [one, two], one_pass).predict("pythia-1b", "h100", 2, fsdp)
     assert q.grad_accum == 1 and q.terms["host_sharded_s"] == 0.0
     # a cell measured in two settings counts once: the median over cells, not over passes
-    cells = offload.ShardedOffload.of([offload.Sample("a", ("m", "h100", 2), 2, 1.0, 1e9),
-                                       offload.Sample("b", ("m", "h100", 2), 2, 1.2, 1e9),
-                                       offload.Sample("c", ("n", "h100", 2), 2, 4.0, 1e9)])
+    cells = offload.ShardedOffload.of([offload.Sample(("m", "h100", 2), 1.0, 1e9),
+                                       offload.Sample(("m", "h100", 2), 1.2, 1e9),
+                                       offload.Sample(("n", "h100", 2), 4.0, 1e9)])
     assert cells.per_param_s(2)[0] == pytest.approx((1.1e-9 + 4.0e-9) / 2)
     assert "median of 2 measured cells" in cells.per_param_s(2)[1]
     assert cells.per_param_s(3)[0] == cells.per_param_s(2)[0] and "nearest count" in cells.per_param_s(3)[1]

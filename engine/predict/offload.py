@@ -36,9 +36,7 @@ from dataclasses import dataclass, field
 class Sample:
     """One measured FSDP offload pass on several GPUs."""
 
-    label: str
-    cell: tuple  # (model, GPU type, count): samples of one cell count once
-    num_gpus: int
+    cell: tuple  # (model, GPU type, GPU count): samples of one cell count once
     beyond_s: float  # the pass, less its GPU work and the copies' exposed share as on one GPU
     params_held: float  # parameters each GPU holds (the model's / the count)
 
@@ -49,16 +47,19 @@ class Sample:
 
 @dataclass
 class ShardedOffload:
-    """The cost per parameter held beyond the copies, per GPU count measured."""
+    """The cost per parameter held beyond the copies: per GPU count measured, per cell (its samples' median)."""
 
-    by_count: dict[int, list[Sample]] = field(default_factory=dict)
+    by_count: dict[int, dict[tuple, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, samples: list[Sample]) -> "ShardedOffload":
-        out = cls()
+        cells: dict[tuple, list[float]] = {}
         for s in samples:
-            if s.num_gpus > 1 and s.params_held > 0:
-                out.by_count.setdefault(s.num_gpus, []).append(s)
+            if s.cell[2] > 1 and s.params_held > 0:
+                cells.setdefault(s.cell, []).append(s.per_param_s)
+        out = cls()
+        for cell, values in cells.items():
+            out.by_count.setdefault(cell[2], {})[cell] = statistics.median(values)
         return out
 
     def nearest(self, num_gpus: int) -> int | None:
@@ -69,18 +70,15 @@ class ShardedOffload:
 
     def per_param_s(self, num_gpus: int, gpu: str = "", nodes: int = 1) -> tuple[float, str]:
         """(seconds per parameter held, a pass, beyond the copies; where the figure comes from): the median over the
-        measured cells at `num_gpus`, else at the nearest count measured, each cell its samples' median."""
+        measured cells at `num_gpus`, else at the nearest count measured."""
         if num_gpus <= 1:
             return 0.0, ""
         n = self.nearest(num_gpus)
         if n is None:
             return 0.0, ("no FSDP offload measured on several GPUs: the copies as on one GPU, nothing more "
                          "(measured elsewhere, several GPUs cost 1-4 ns per parameter held beyond them)")
-        samples = self.by_count[n]
-        cells: dict[tuple, list[float]] = {}
-        for s in samples:
-            cells.setdefault(s.cell, []).append(s.per_param_s)
-        value = statistics.median(statistics.median(v) for v in cells.values())
+        cells = self.by_count[n]
+        value = statistics.median(cells.values())
         where = "this GPU count" if n == num_gpus else f"{n} GPUs, the nearest count measured"
         gpus = sorted({c[1] for c in cells})
         caveats = []

@@ -356,12 +356,11 @@ def extras_leave_one_out(rows: Sequence[Mapping[str, Any]], presets: Presets) ->
             continue
         _, methods, n = read
         key = (r["model"], r["gpu"], n, methods.label)
-        if key not in latest or str(r.get("created_at") or "") > str(latest[key].get("created_at") or ""):
-            latest[key] = dict(r)
+        if key not in latest or str(r.get("created_at") or "") > str(latest[key][0].get("created_at") or ""):
+            latest[key] = (r, methods)
     checks = []
     held: dict[tuple, Any] = {}  # a predictor per held-out cell, for all of that cell's configurations
-    for (model_id, gpu, n, label), r in sorted(latest.items()):
-        methods = memory.methods_of(r)
+    for (model_id, gpu, n, label), (r, methods) in sorted(latest.items(), key=lambda kv: kv[0]):
         prov = provenance_view(r.get("provenance"))
         if prov.get("causal_mask") == "dense mask":
             skipped.append(f"{model_id} {n}x{gpu} {label}: the engine before its causal-attention fix")
