@@ -20,8 +20,11 @@ def presets():
 
 def test_the_conformal_width_is_the_rank_a_new_case_falls_under():
     assert iv.conformal_width([]) is None
-    # 9 cases: ceil(10 x 0.8) = 8th smallest
+    # 9 cases: rank 10 x 0.8 = 8, the 8th smallest
     assert iv.conformal_width([0.01 * k for k in range(1, 10)]) == pytest.approx(0.08)
+    # 8 cases: rank 9 x 0.8 = 7.2, a fifth of the way from the 7th to the 8th (the whole rank, the 8th, would
+    # cover 8 / 9 = 89% of new cases, not 80%)
+    assert iv.conformal_width([0.01 * k for k in range(1, 9)]) == pytest.approx(0.072)
     # 3 cases: the rank (4) passes the largest: wider than any case seen
     assert iv.conformal_width([0.1, 0.2, 0.3]) == pytest.approx(0.375)
 

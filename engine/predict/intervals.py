@@ -24,9 +24,9 @@ on adds its own held-out error (published rows each predicted without its group,
 none, each generation predicted from another: engine/predict/generations.py), in quadrature.
 
 The interval is symmetric in log around the point, so the point is its median: days x exp(+-w), w the
-LEVEL quantile of |log(predicted / measured)| over the kind's held-out cases (the conformal rank,
-ceil((n + 1) x LEVEL), so it holds for a new case). A kind with fewer than MIN_CASES cases takes the next
-wider kind's width. An architecture measured in one cell only takes at least the width its own held-out
+LEVEL quantile of |log(predicted / measured)| over the kind's held-out cases (at rank (n + 1) x LEVEL,
+interpolated, so it holds for a new case on average: conformal_width). A kind with fewer than MIN_CASES
+cases takes the next wider kind's width. An architecture measured in one cell only takes at least the width its own held-out
 errors show (ConvNeXt, Mamba: no sibling to borrow from). Coverage is checked honestly: each case against a
 width worked out without its own model's cases.
 
@@ -98,13 +98,24 @@ class Evidence:
 
 
 def conformal_width(abs_log_errors: Sequence[float], level: float = LEVEL) -> float | None:
-    """The width w such that a new case's |log error| is within w with probability `level`: the
-    ceil((n + 1) x level)-th smallest of n cases (past the largest: the largest x 1.25). None with no case."""
+    """The width w such that a new case's |log error| is within w with probability `level`: the order statistic
+    at rank (n + 1) x level of n cases, between two ranks interpolated (past the largest: the largest x 1.25).
+    None with no case.
+
+    A new case falls under the k-th smallest of n exchangeable cases with probability k / (n + 1), so the
+    whole rank ceil((n + 1) x level) covers AT LEAST `level` and, with few cases, much more: 8 / 9 = 89% from 8
+    cases for an 80% interval. Interpolating at the exact rank (Hyndman and Fan's type 6 quantile) covers
+    `level` on average, which is what the interval states."""
     e = sorted(abs_log_errors)
     if not e:
         return None
-    k = math.ceil((len(e) + 1) * level)
-    return e[k - 1] if k <= len(e) else e[-1] * 1.25
+    p = (len(e) + 1) * level
+    if p > len(e):
+        return e[-1] * 1.25
+    k = max(1, math.floor(p))
+    if k >= len(e):
+        return e[-1]
+    return e[k - 1] + (p - k) * (e[k] - e[k - 1])
 
 
 @dataclass(frozen=True)
