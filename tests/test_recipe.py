@@ -5,6 +5,7 @@ checked against the tolerance rule, never expected to pass on a CPU.
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,10 @@ def test_sharded_settings_validate(swept, tmp_path, monkeypatch, sharding, offlo
 
     db, rows = swept
     row = {**rows["free-lunch"], "sharding": sharding, "offloading": offloading, "activation_checkpointing": True}
+    assert row["grad_accum"] == 1 and row["micro_batch"] % 2 == 0
+    one = recipe.build(recipe.Choice(row, None, {"usable": 1}), load_presets([TINY]), db)
+    assert "accelerator_config" not in one.training_args and "sync_each_batch" not in one.explain  # nothing to wait for
+    row = {**row, "micro_batch": row["micro_batch"] // 2, "grad_accum": 2}  # the same batch, accumulated
     r = recipe.build(recipe.Choice(row, None, {"usable": 1}), load_presets([TINY]), db)
     recipe.write(r, tmp_path)
     try:
@@ -130,6 +135,12 @@ def test_sharded_settings_validate(swept, tmp_path, monkeypatch, sharding, offlo
         assert plugin.fsdp_version == 2 and plugin.transformer_cls_names_to_wrap == ["GPTNeoXLayer"]
         assert plugin.reshard_after_forward is (sharding == "fsdp3")  # FULL_SHARD vs SHARD_GRAD_OP
         assert isinstance(plugin.cpu_offload, CPUOffloadPolicy) is offloading
+        # the Trainer reduces after every micro-batch, as the benchmark measured (accelerate's no_sync would wait)
+        from accelerate.utils import GradientAccumulationPlugin
+
+        kw = args.accelerator_config.gradient_accumulation_kwargs
+        assert GradientAccumulationPlugin(num_steps=args.gradient_accumulation_steps, **kw).sync_each_batch
+        assert "sync_each_batch" in r.explain
         assert not (tmp_path / recipe.DEEPSPEED).exists()
         # compiled under FSDP: the note that keeps every block compiled, as the benchmark did
         said = "allow_a_compile_per_block(NUMBER_OF_BLOCKS)" in r.explain
@@ -216,9 +227,29 @@ def test_the_device_recipe_for_pythia_1b(tmp_path, monkeypatch):
     # Checkpointed (no cache): the measurement assumed one sequence per row, and the line says so.
     ckpt = recipe._launch({**r.plan, "activation_checkpointing": True}, presets.model("pythia-1b"))
     assert "sdpa_without_dense_masks(unpacked=True)  # one sequence per row (no packing)" in ckpt
+    # CPU threads as the benchmark's ranks had them (torchrun alone gives each rank one): the line, run by bash
+    import subprocess
+
+    two = recipe._launch({**r.plan, "num_gpus": 2}, presets.model("pythia-1b"))
+    line = next(x for x in two.splitlines() if "OMP_NUM_THREADS" in x and x.startswith("if")).split("  #")[0]
+    for preset, cores, want in (("", 64, "16"), ("", 2, "1"), ("3", 64, "3")):
+        env = {"PATH": os.environ["PATH"], **({"OMP_NUM_THREADS": preset} if preset else {})}
+        got = subprocess.run(["bash", "-c", f"nproc() {{ echo {cores}; }}; {line}; echo $OMP_NUM_THREADS"],
+                             env=env, capture_output=True, text=True, check=True).stdout.strip()
+        assert got == want, (preset, cores, got)
     # FSDP offload on several GPUs: accelerate needs telling, before transformers starts the process group.
     fsdp = {**r.plan, "sharding": "fsdp3", "offloading": True, "world_size": 2}
-    assert "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true" in recipe._launch(fsdp, presets.model("pythia-1b"))
+    launch = recipe._launch(fsdp, presets.model("pythia-1b"))
+    assert "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true" in launch
+    # FSDP offload: glibc's settings as the benchmark's trial had them, a user's own kept (run by bash)
+    line = next(x for x in launch.splitlines() if x.startswith("export MALLOC_")).split("  #")[0]
+    for own, want in (("", "4294967296"), ("65536", "65536")):
+        env = {"PATH": os.environ["PATH"], **({"MALLOC_MMAP_THRESHOLD_": own} if own else {})}
+        got = subprocess.run(["bash", "-c", f"{line}; echo $MALLOC_MMAP_THRESHOLD_ $MALLOC_TOP_PAD_"], env=env,
+                             capture_output=True, text=True, check=True).stdout.split()
+        assert got == [want, "1073741824"], got
+    assert "MALLOC_" not in recipe._launch({**fsdp, "offloading": False}, presets.model("pythia-1b"))
+    assert "MALLOC_" not in recipe._launch({**fsdp, "sharding": "zero3"}, presets.model("pythia-1b"))
     for other in ({**fsdp, "world_size": 1}, {**fsdp, "offloading": False}, {**fsdp, "sharding": "zero3"}):
         assert "ACCELERATE_USE_FSDP" not in recipe._launch(other, presets.model("pythia-1b"))
     notes: list[str] = []

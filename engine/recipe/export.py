@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench import fast
+from engine.bench.environment import host_malloc_env
 from engine.data import formulas, safe, space
 from engine.data.built import EXPERTS
 from engine.data.errors import PlannerError
@@ -259,6 +260,15 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
             "cpu_offload": bool(row["offloading"]),
             "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
         }
+        if row["grad_accum"] > 1:
+            # The benchmark reduces (and with offload copies to the CPU and adds there) the gradients after every
+            # micro-batch (FsdpStepper). The Trainer, through accelerate's no_sync, would reduce once a step and
+            # hold unsharded fp32 gradients on each GPU meanwhile: another time and another memory than measured.
+            # sync_each_batch runs what was measured.
+            args["accelerator_config"] = {"gradient_accumulation_kwargs": {"sync_each_batch": True}}
+            notes.append("FSDP reduces the gradients after every micro-batch, as the benchmark measured "
+                         "(accelerator_config: sync_each_batch). Without it the Trainer reduces once a step and "
+                         "holds each GPU's full gradients in fp32 (4 bytes a parameter) meanwhile")
         if model.fsdp_wrap:
             args["fsdp_config"]["transformer_layer_cls_to_wrap"] = [model.fsdp_wrap]
         else:  # accelerate then wraps what the model's _no_split_modules names, as the benchmark did
@@ -481,10 +491,19 @@ def _launch(plan: dict, model: Model) -> str:
         alloc = (f'if [ -z "${{PYTORCH_CUDA_ALLOC_CONF:-}}" ]; then export PYTORCH_CUDA_ALLOC_CONF={shlex.quote(conf)}; fi\n')
     elif conf:
         alloc = "# The allocator setting recorded with this trial is not one PyTorch reads; it is left out.\n"
+    if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading"):
+        # glibc keeps the host's gradient copies on its heap, as the benchmark ran (engine.bench.environment)
+        alloc += ("export " + " ".join(f"{k}=${{{k}:-{v}}}" for k, v in host_malloc_env(True).items())
+                  + "  # glibc: freed blocks stay on the heap (FSDP offload's gradient copies)\n")
     if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading") and plan.get("world_size", 1) > 1:
         # Clipping offloaded gradients all-reduces their norm on the CPU: accelerate adds gloo beside NCCL
         # only when these say FSDP offload, and transformers sets them too late (after the process group).
         alloc += "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true  # gloo beside NCCL for CPU tensors\n"
+    # torchrun gives each rank one CPU thread unless told; the benchmark gave its ranks half the host's cores between
+    # them (engine.bench.launcher), which an offloaded optimizer step and gradient sums run on
+    threads = f"$(( $(nproc) / 2 / {n} > 0 ? $(nproc) / 2 / {n} : 1 ))"
+    alloc += (f'if [ -z "${{OMP_NUM_THREADS:-}}" ]; then export OMP_NUM_THREADS={threads}; fi  '
+              "# as the benchmark: half the cores, shared by the ranks\n")
     fp8 = fp8_env(plan)
     if fp8:  # fixed names and values of ours, no data from the row
         alloc += ("# fp8 (changes numerics): accelerate's FP8 recipe, torchao backend (as accelerate_config.yaml)\n"
