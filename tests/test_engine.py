@@ -70,6 +70,32 @@ def test_a_compile_mode_is_its_own_measurement_and_a_bad_one_is_refused(tmp_path
         plan(_request(tmp_path, compile=True, compile_mode="fastest"), presets, "cpu")
 
 
+def test_steady_steps_run_after_free_lunch_or_after_each_setting_only_names(tmp_path):
+    from engine.bench.sweep import plan
+
+    presets = load_presets((TINY,))
+    every = {s.methods.label: s.verify_steps for s in plan(_request(tmp_path, verify_steps=2), presets, "cpu")}
+    assert every == {"free-lunch": 2, "naive": 0}
+    named = plan(_request(tmp_path, verify_steps=2, only=("naive",)), presets, "cpu")
+    assert [(s.methods.label, s.verify_steps) for s in named] == [("naive", 2)]
+
+
+def test_an_offloaded_optimizer_steps_fused_on_the_host():
+    """FSDP offload steps on the CPU: fused there, as the export's adamw_torch_fused runs it in the Trainer."""
+    import torch
+
+    from engine.bench.steppers import make_optimizer
+
+    model = load_presets((TINY,)).model("tiny-neox")
+    w = torch.nn.Parameter(torch.ones(8))
+    opt = make_optimizer(model, [w], "cpu", fused=True, offloaded=True)
+    assert opt.defaults["fused"]
+    w.grad = torch.ones(8)
+    opt.step()
+    assert float(w.detach().max()) < 1.0  # it stepped
+    assert not make_optimizer(model, [w], "cpu", fused=True).defaults.get("fused")  # a CPU run's own: unfused
+
+
 def test_dominance_needs_a_measured_subset():
     ckpt = space.Methods(activation_checkpointing=True)
     ckpt_zero = space.Methods(activation_checkpointing=True, sharding="zero3", offloading=True)
@@ -355,6 +381,11 @@ def test_deepspeed_and_fsdp_offload_run_for_real(offload_sweep, tmp_path):
     # at the micro-batch the first one's search found; FSDP measures in the process that searched.
     zero, fsdp = (json.loads(rows[k]["provenance"]) for k in ("zero2+offload", "ckpt+fsdp3+offload"))
     assert zero.get("measured_in_new_process") and not fsdp.get("measured_in_new_process")
+    # FSDP offload runs with glibc keeping freed blocks on its heap, and says so; DeepSpeed's offload does not
+    from engine.bench.environment import HOST_MALLOC_ENV
+
+    assert fsdp["host_malloc"] == HOST_MALLOC_ENV and "host_malloc" not in zero
+    assert fsdp["cpu_threads"] >= 1 and zero["cpu_threads"] >= 1
     assert rows["zero2+offload"]["micro_batch"] == zero["max_micro_batch_searched"] == 16  # the whole batch
     assert any(isinstance(e, ev.Log) and e.key == finished["zero2+offload"].key and "in a new process" in e.line
                for e in seen)

@@ -69,7 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repetitions", type=arg.whole(1), default=5,
                    help="timed passes per trial, at least (default 5)")
     p.add_argument("--verify-steps", type=arg.whole(0), default=0,
-                   help="after timing free-lunch, run this many real optimizer steps end to end and store "
+                   help="after timing free-lunch (or each setting --only names), run this many real optimizer "
+                        "steps end to end and store "
                         "their mean beside the model's step time (pass x accumulation + update); that is N x "
                         "accumulation passes inside the trial: give --timeout room")
     p.add_argument("--verify-accum", type=arg.whole(0), default=0, metavar="N",

@@ -157,6 +157,20 @@ def end_worker(code: int) -> None:
 # Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.
 SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
+# FSDP's CPU offload, once a step's earlier micro-batches left a gradient on the host, copies each newly reduced
+# gradient to the host into fresh pageable memory, synchronously, and adds it there: about 2 GB a pass a GPU for
+# Pythia-1B on 2 GPUs. With glibc told to keep freed blocks on its heap (these three together; the probe did not
+# separate them), such a pass took 1.34 s instead of 2.27 s (a pass holding nothing: 0.77 s; Pythia-1B, micro-batch
+# 32, 2 x H200, 16 CPU threads a rank: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl). Set, where unset, for
+# FSDP offload trials, their export's launch.sh and verify; the trial records what it ran with.
+HOST_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736",
+                   "MALLOC_TOP_PAD_": "1073741824"}
+
+
+def host_malloc_env(fsdp_offload: bool) -> dict[str, str]:
+    """The glibc settings an FSDP offload run starts with (HOST_MALLOC_ENV), none for any other."""
+    return dict(HOST_MALLOC_ENV) if fsdp_offload else {}
+
 
 def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for trial processes: safe NCCL settings, a parseable arch list, unbuffered output,

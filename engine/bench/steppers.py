@@ -9,6 +9,7 @@ The model file knows nothing of these; the trial's Methods choose the stepper. I
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import torch
@@ -18,14 +19,16 @@ from engine.data.presets import Model
 from engine.data.space import Methods
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
+PROBE_REDUCE_16BIT = "TUI_PLANNER_PROBE_FSDP_REDUCE_16BIT"
 
 
-def make_optimizer(model: Model, params: Any, device: str, fused: bool) -> torch.optim.Optimizer:
-    """The preset's optimizer (Adam or AdamW) with its settings; fused on a GPU where asked."""
+def make_optimizer(model: Model, params: Any, device: str, fused: bool, offloaded: bool = False) -> torch.optim.Optimizer:
+    """The preset's optimizer (Adam or AdamW) with its settings; fused where asked, on a GPU, or on the host for a
+    GPU's offloaded states (`offloaded`: as the export's adamw_torch_fused runs them in the Trainer)."""
     t = model.training
     cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     kwargs = dict(lr=t.lr, betas=t.betas, eps=t.eps, weight_decay=t.weight_decay)
-    if fused and device == "cuda":
+    if fused and (device == "cuda" or offloaded):
         kwargs["fused"] = True
     return cls(params, **kwargs)
 
@@ -211,7 +214,11 @@ class FsdpStepper:
 
         self.model = model
         dtype = DTYPES[model.training.precision]
-        mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32) if dtype else MixedPrecisionPolicy()
+        # Gradients are reduced in fp32. A probe only (scripts, data/probes/): PROBE_REDUCE_16BIT=1 reduces them in
+        # the 16-bit dtype, as accelerate's FSDP2 policy does by default; the trial records which.
+        reduce = dtype if dtype and os.environ.get(PROBE_REDUCE_16BIT) == "1" else torch.float32
+        self.reduce_dtype = str(reduce).removeprefix("torch.")
+        mp = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=reduce) if dtype else MixedPrecisionPolicy()
         kwargs: dict[str, Any] = {"reshard_after_forward": methods.stage == 3, "mp_policy": mp}
         if methods.offloading:
             kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=device == "cuda")
@@ -227,7 +234,7 @@ class FsdpStepper:
             # checkpointed recompute (its pre-forward hook stands aside during backward); a block fed 32-bit
             # inputs (OLMo's rotary cos/sin are float32 by design) then recomputes other tensors than it saved
             # and torch.utils.checkpoint stops the step. Its inputs are left as the model makes them, in both.
-            block_kwargs = {**kwargs, "mp_policy": MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32,
+            block_kwargs = {**kwargs, "mp_policy": MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=reduce,
                                                                         cast_forward_inputs=False)}
         for block in blocks:
             fully_shard(block, **block_kwargs)
@@ -236,9 +243,10 @@ class FsdpStepper:
         if compile:
             allow_a_compile_per_block(len(blocks))
         self.forward = torch.compile(net, mode=compile_mode) if compile else net
-        # With offload the parameters live on the CPU, so the optimizer steps there (no fused kernel).
+        # With offload the parameters live on the CPU, so the optimizer steps there: fused on the host (torch's CPU
+        # kernel), as the export's adamw_torch_fused runs it in the Trainer.
         self.opt = make_optimizer(model, net.parameters(), "cpu" if methods.offloading else device,
-                              fused=methods.free_lunch)
+                                  fused=methods.free_lunch, offloaded=methods.offloading and device == "cuda")
         self.keep_grads = False  # as PlainStepper's
         self.fp8_scales = methods.fp8_gathered_in_float8  # weights gathered in float8: their scales after each step
 

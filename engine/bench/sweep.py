@@ -241,7 +241,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             methods=m, device=req.device, preset_paths=tuple(str(Path(p).resolve()) for p in req.presets),
             compile=req.compile, compile_mode=req.compile_mode, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
             max_repetitions=max(req.repetitions, cap),
-            warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH else 0,
+            warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH or req.only else 0,
             verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
             fault=req.faults.get(m.label), model_source=req.model_source, run=dict(req.run),
             env={"NCCL_P2P_DISABLE": "1"} if req.no_p2p and host_staged(req) else {},
@@ -338,7 +338,8 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
               "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",
-              "measured_in_new_process", "compile_cache", "dynamo", "gradients_held"):
+              "measured_in_new_process", "compile_cache", "dynamo", "gradients_held", "cpu_threads", "fsdp_reduce_dtype",
+              "host_malloc"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":

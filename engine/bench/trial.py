@@ -517,6 +517,14 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             # Allocator retries (free everything cached, then malloc again) stall the GPU near full memory.
             out["alloc_retries"] = int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
             out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
+        out["cpu_threads"] = torch.get_num_threads()  # each rank's: the host's share of offloaded work runs on them
+        from engine.bench.environment import HOST_MALLOC_ENV
+
+        malloc = {k: os.environ[k] for k in HOST_MALLOC_ENV if k in os.environ}
+        if malloc:
+            out["host_malloc"] = malloc  # glibc's settings this process started with (environment.HOST_MALLOC_ENV)
+        if getattr(stepper, "reduce_dtype", "float32") != "float32":
+            out["fsdp_reduce_dtype"] = stepper.reduce_dtype  # a probe's (steppers.PROBE_REDUCE_16BIT)
         return out
     finally:
         watch.__exit__()  # an OOM retry in this process watches its own attempt
