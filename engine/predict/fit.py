@@ -45,6 +45,8 @@ class BasisRow:
     days: float
     host_pass_s: float = 0.0  # offloading's CPU <-> GPU copies of one pass at the full PCIe rate
     timed_micro_batch: int | None = None
+    host_heap: bool = False  # ran with glibc's heap settings for FSDP offload (engine.bench.environment.HOST_MALLOC_ENV)
+
     @property
     def cell(self) -> tuple[str, str, int]:
         return (self.model, self.gpu, self.num_gpus)
@@ -130,6 +132,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         # The largest micro-batch the search fitted (the timing may have halved it to fit compiled).
         micro_batch=json_field(row.get("provenance"), "max_micro_batch_searched") or row.get("micro_batch"),
         days=row["days"] * model.training.steps / steps,
+        host_heap=bool(json_field(row.get("provenance"), "host_malloc")),
     )
 
 

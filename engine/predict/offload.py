@@ -14,9 +14,11 @@ prediction. Per parameter a GPU holds, beyond the copies' exposed share:
 Where it goes is not measured (it falls from 2 to 4 GPUs faster than the parameters a GPU holds do). The likely
 cause, from PyTorch's source: FSDP2 copies a reduced gradient to the CPU synchronously and adds it there whenever one
 is already held (micro-batches 2..N of a step), once per module inside backward, and the engine reduces on every
-micro-batch (docs/measurements.md, twenty-second session), where a Hugging Face Trainer run of the export
-reduces once a step (accelerate's no_sync sets set_requires_gradient_sync(False)): the figure is the engine's, and
-each prediction says it may overstate an exported run. So a prediction
+micro-batch, as the export now has the Trainer do (accelerate's sync_each_batch). Measured since (2026-11-28,
+twenty-third session, 2 x H200, Pythia-1B at micro-batch 32: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl):
+such a held pass took 2.27 s, one holding nothing 0.77 s; with glibc keeping freed blocks on its heap the held pass
+took 1.34 s, and the engine now runs FSDP offload so, with the host's fused AdamW. The cells measured before say so
+in every prediction that uses them: likely an overstatement. So a prediction
 takes the cost per parameter measured at its own GPU count, else at the nearest count measured, and says which: the
 median over cells (a cell measured in two settings counts once), on the GPUs and machines they ran on. A count nobody
 measured on several GPUs adds nothing beyond the copies (the one-GPU rule) and says that. A step without accumulation
@@ -39,6 +41,7 @@ class Sample:
     cell: tuple  # (model, GPU type, GPU count): samples of one cell count once
     beyond_s: float  # the pass, less its GPU work and the copies' exposed share as on one GPU
     params_held: float  # parameters each GPU holds (the model's / the count)
+    host_heap: bool = False  # measured with glibc's heap settings and the host's fused AdamW (2026-11-28 on)
 
     @property
     def per_param_s(self) -> float:
@@ -50,6 +53,7 @@ class ShardedOffload:
     """The cost per parameter held beyond the copies: per GPU count measured, per cell (its samples' median)."""
 
     by_count: dict[int, dict[tuple, float]] = field(default_factory=dict)
+    before_heap: set[tuple] = field(default_factory=set)  # cells with a sample measured before the heap settings
 
     @classmethod
     def of(cls, samples: list[Sample]) -> "ShardedOffload":
@@ -60,6 +64,7 @@ class ShardedOffload:
         out = cls()
         for cell, values in cells.items():
             out.by_count.setdefault(cell[2], {})[cell] = statistics.median(values)
+        out.before_heap = {s.cell for s in samples if s.cell in cells and not s.host_heap}
         return out
 
     def nearest(self, num_gpus: int) -> int | None:
@@ -86,8 +91,12 @@ class ShardedOffload:
             caveats.append(f"measured on {'/'.join(gpus)}, not this GPU type")
         if nodes > 1:
             caveats.append("measured on one machine, not across machines")
-        caveats.append("the engine reduces every micro-batch; a Trainer run of the export reduces once a step "
-                       "(accelerate's no_sync) and may not pay it")
+        before = [c for c in cells if c in self.before_heap]
+        if before:
+            caveats.append(f"{len(before)} of the {len(cells)} measured before the engine stepped the host's fused "
+                           "AdamW with glibc keeping freed blocks on its heap: likely an overstatement (a probe's "
+                           "pass 1.34 s against 2.27 s; the Trainer ran Pythia-1B's 2 x H200 export at 19.4 s a "
+                           "step against its row's 35.4 s)")
         return value, (f"FSDP offload on several GPUs: {value * 1e9:.2f} ns per parameter held beyond the copies, "
                        f"median of {len(cells)} measured cells on {where} "
                        f"({', '.join(f'{c[0]} {c[2]}x{c[1]}' for c in sorted(cells))})"

@@ -157,7 +157,8 @@ class Predictor:
                           for k, v in rates.items()}
         self.sharded_offload = offload.ShardedOffload.of([
             offload.Sample((b.model, b.gpu, b.num_gpus), exposed - self.host_exposed["fsdp"] * copies_s,
-                           shape(presets.model(b.model)).params / b.num_gpus) for b, exposed, copies_s in several])
+                           shape(presets.model(b.model)).params / b.num_gpus, b.host_heap)
+            for b, exposed, copies_s in several])
         # How much of the GPU-to-GPU traffic hides behind the GPU's work, per kind (engine/predict/comm.py).
         self.comm_hidden, self.comm_note = comm_overlap(rows, presets)
         self._floors: pass_floors.Floors | None = None  # fitted on first use (floors below)
