@@ -186,6 +186,24 @@ def test_a_prediction_far_off_fails_with_both_numbers(swept, tmp_path):
     assert f"{saved['measured_step_s']:.4g}" in done.stdout
 
 
+def test_verify_starts_its_processes_as_launch_sh_would(tmp_path, monkeypatch):
+    """Half the cores over the ranks, and for FSDP offload glibc's heap settings, each unless already set."""
+    from engine.bench.environment import HOST_MALLOC_ENV, host_malloc_env
+    from engine.recipe import verify
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MALLOC_TOP_PAD_", raising=False)
+    monkeypatch.setattr(verify.os, "cpu_count", lambda: 64)
+    show = [sys.executable, "-c", "import os; print(os.environ['OMP_NUM_THREADS'], os.environ.get('MALLOC_TOP_PAD_'))"]
+    status, tail, _ = verify._launch(show, tmp_path, 60, lambda e: None, host_malloc_env(True), ranks=4)
+    assert status is None and tail[-1] == f"8 {HOST_MALLOC_ENV['MALLOC_TOP_PAD_']}"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("MALLOC_TOP_PAD_", "0")
+    assert verify._launch(show, tmp_path, 60, lambda e: None, host_malloc_env(True), ranks=4)[1][-1] == "3 0"
+    monkeypatch.delenv("MALLOC_TOP_PAD_")
+    assert verify._launch(show, tmp_path, 60, lambda e: None, host_malloc_env(False))[1][-1] == "3 None"
+
+
 def test_verdict_rule():
     assert verdict(1.04, 1.0, 0.05) == ("pass", pytest.approx(0.04))
     assert verdict(0.94, 1.0, 0.05)[0] == "fail"  # faster than predicted is a wrong benchmark too

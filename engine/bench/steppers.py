@@ -22,7 +22,8 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": None}
 PROBE_REDUCE_16BIT = "TUI_PLANNER_PROBE_FSDP_REDUCE_16BIT"
 
 
-def make_optimizer(model: Model, params: Any, device: str, fused: bool, offloaded: bool = False) -> torch.optim.Optimizer:
+def make_optimizer(model: Model, params: Any, device: str, fused: bool,
+                   offloaded: bool = False) -> torch.optim.Optimizer:
     """The preset's optimizer (Adam or AdamW) with its settings; fused where asked, on a GPU, or on the host for a
     GPU's offloaded states (`offloaded`: as the export's adamw_torch_fused runs them in the Trainer)."""
     t = model.training

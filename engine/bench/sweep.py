@@ -338,8 +338,8 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
     for k in ("verify_step_s", "verify_predicted_s", "verify_steps", "verify_accum", "traceback", "allreduce_s",
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
               "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",
-              "measured_in_new_process", "compile_cache", "dynamo", "gradients_held", "cpu_threads", "fsdp_reduce_dtype",
-              "host_malloc"):
+              "measured_in_new_process", "compile_cache", "dynamo", "gradients_held",
+              "cpu_threads", "fsdp_reduce_dtype", "host_malloc"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":

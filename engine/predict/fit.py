@@ -45,7 +45,7 @@ class BasisRow:
     days: float
     host_pass_s: float = 0.0  # offloading's CPU <-> GPU copies of one pass at the full PCIe rate
     timed_micro_batch: int | None = None
-    host_heap: bool = False  # ran with glibc's heap settings for FSDP offload (engine.bench.environment.HOST_MALLOC_ENV)
+    host_heap: bool = False  # FSDP offload run with glibc's heap settings (engine.bench.environment.HOST_MALLOC_ENV)
 
     @property
     def cell(self) -> tuple[str, str, int]:

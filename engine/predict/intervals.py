@@ -26,8 +26,8 @@ none, each generation predicted from another: engine/predict/generations.py), in
 The interval is symmetric in log around the point, so the point is its median: days x exp(+-w), w the
 LEVEL quantile of |log(predicted / measured)| over the kind's held-out cases (at rank (n + 1) x LEVEL,
 interpolated, so it holds for a new case on average: conformal_width). A kind with fewer than MIN_CASES
-cases takes the next wider kind's width. An architecture measured in one cell only takes at least the width its own held-out
-errors show (ConvNeXt, Mamba: no sibling to borrow from). Coverage is checked honestly: each case against a
+cases takes the next wider kind's width. An architecture measured in one cell only takes at least the width its own
+held-out errors show (ConvNeXt, Mamba: no sibling to borrow from). Coverage is checked honestly: each case against a
 width worked out without its own model's cases.
 
 The cases come from engine/predict/validate.py (held_out_cases: it holds out ~50 groups); scripts/build_db.py
