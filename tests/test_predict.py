@@ -951,3 +951,22 @@ def test_predict_shows_fused_and_fp8_with_extras_and_marks_fp8(capsys):
     assert main(["predict", "--model", "pythia-1b", "--gpu", "h100", "--format", "json", "--methods", "fp8"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["setting"] == "fp8" and row["changes_numerics"] and row["feasible"]
+
+
+def test_a_row_knows_whether_it_ran_with_the_heap_settings_and_a_probes_row_is_no_basis(presets):
+    """FSDP offload rows: exactly the engine's glibc settings mark a row as run with them (a user's own value is
+    another run); a trial run with the probe's 16-bit reduction serves no fit."""
+    from engine.predict.fit import basis_row
+
+    with Store.open(shipped_db(), read_only=True) as s:
+        row = next(r for r in s.trials() if r["source"] == "measured" and r["model"] == "pythia-1b"
+                   and r["num_gpus"] == 2 and r["sharding"] == "fsdp2" and r["offloading"] and r["feasible"])
+    prov = json.loads(row["provenance"])
+    assert basis_row(row, presets) is not None and not basis_row(row, presets).host_heap  # measured before them
+
+    def with_(**extra):
+        return basis_row({**row, "provenance": json.dumps({**prov, **extra})}, presets)
+
+    assert with_(host_malloc=dict(space.HOST_MALLOC_ENV)).host_heap
+    assert not with_(host_malloc={"MALLOC_TRIM_THRESHOLD_": "131072"}).host_heap
+    assert with_(fsdp_reduce_dtype="bfloat16") is None

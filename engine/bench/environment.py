@@ -23,6 +23,7 @@ from pathlib import Path
 from engine.bench.events import TrialSpec
 from engine.data.links import HOST_STAGED, topology_link
 from engine.data.errors import PlannerError
+from engine.data.space import HOST_MALLOC_ENV
 
 
 def sanitize_cuda_arch_env(env=None) -> str | None:
@@ -157,19 +158,25 @@ def end_worker(code: int) -> None:
 # Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.
 SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
-# FSDP's CPU offload, once a step's earlier micro-batches left a gradient on the host, copies each newly reduced
-# gradient to the host into fresh pageable memory, synchronously, and adds it there: about 2 GB a pass a GPU for
-# Pythia-1B on 2 GPUs. With glibc told to keep freed blocks on its heap (these three together; the probe did not
-# separate them), such a pass took 1.34 s instead of 2.27 s (a pass holding nothing: 0.77 s; Pythia-1B, micro-batch
-# 32, 2 x H200, 16 CPU threads a rank: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl). Set, where unset, for
-# FSDP offload trials, their export's launch.sh and verify; the trial records what it ran with.
-HOST_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736",
-                   "MALLOC_TOP_PAD_": "1073741824"}
-
-
 def host_malloc_env(fsdp_offload: bool) -> dict[str, str]:
-    """The glibc settings an FSDP offload run starts with (HOST_MALLOC_ENV), none for any other."""
+    """The glibc settings an FSDP offload trial starts with (engine.data.space.HOST_MALLOC_ENV), none for another."""
     return dict(HOST_MALLOC_ENV) if fsdp_offload else {}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, as `nproc` counts them), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 2
+
+
+def cpu_threads_per_rank(ranks: int, fsdp_offload: bool = False) -> int:
+    """Each rank's CPU threads: half the usable cores shared by this node's ranks, all of them for FSDP offload,
+    whose optimizer step and gradient sums run on the host (measured there at 16 a rank on a 32-core, 2-GPU host:
+    docs/measurements.md, twenty-third session). launch.sh says the same in shell (engine.recipe.export)."""
+    cores = usable_cores() if fsdp_offload else usable_cores() // 2
+    return max(1, cores // max(1, ranks))
 
 
 def trial_env(base: dict[str, str] | None = None) -> dict[str, str]:

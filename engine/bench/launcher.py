@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Callable
 
 from engine.bench import agent
-from engine.bench.environment import (build_locks_held_by, clear_build_locks, host_malloc_env, launched_by,
-                                      trial_env)
+from engine.bench.environment import (build_locks_held_by, clear_build_locks, cpu_threads_per_rank, host_malloc_env,
+                                      launched_by, trial_env)
 from engine.bench.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
 
 
@@ -205,10 +205,11 @@ def run_trial(
     spec_path.write_text(spec.to_json())
     env = trial_env()
     env.update({str(k): str(v) for k, v in spec.env.items()})
-    for k, v in host_malloc_env(spec.methods.fsdp and spec.methods.offloading).items():
+    fsdp_offload = spec.methods.fsdp and spec.methods.offloading
+    for k, v in host_malloc_env(fsdp_offload).items():
         env.setdefault(k, v)  # a user's own setting wins
-    if "OMP_NUM_THREADS" not in os.environ:  # half the cores, shared by this node's ranks
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, spec.num_gpus)))
+    if "OMP_NUM_THREADS" not in os.environ:  # half the cores shared by this node's ranks (FSDP offload: all)
+        env["OMP_NUM_THREADS"] = str(cpu_threads_per_rank(spec.num_gpus, fsdp_offload))
     t0 = time.perf_counter()
     commands = launch_commands(spec, spec_path, out_path, launcher, env)
     endpoint = endpoint_of(commands)

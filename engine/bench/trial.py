@@ -518,7 +518,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             out["alloc_retries"] = int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
             out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
         out["cpu_threads"] = torch.get_num_threads()  # each rank's: the host's share of offloaded work runs on them
-        from engine.bench.environment import HOST_MALLOC_ENV
+        from engine.data.space import HOST_MALLOC_ENV
 
         malloc = {k: os.environ[k] for k in HOST_MALLOC_ENV if k in os.environ}
         if malloc:

@@ -160,6 +160,23 @@ def gathered_in_float8(fp8_record: Any) -> bool:
     return isinstance(fp8_record, dict) and fp8_record.get("all_gather") == FLOAT8_GATHER
 
 
+# FSDP's CPU offload, once a step's earlier micro-batches left a gradient on the host, copies each newly reduced
+# gradient to the host synchronously into pageable memory and adds it there: about 2 GB a pass a GPU for Pythia-1B on
+# 2 GPUs. With glibc told to keep freed blocks on its heap (these three together; the probe did not separate them),
+# such a pass took 1.34 s instead of 2.27 s (a pass holding nothing: 0.77 s; Pythia-1B, micro-batch 32, 2 x H200, 16 CPU
+# threads a rank: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl), near the ~1.2 s a Hugging Face Trainer run's
+# held pass took without them. FSDP offload trials start with them where unset (engine.bench.launcher) and record
+# them; the export does not set them (the Trainer was fast without; with them it is not yet measured).
+HOST_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "68719476736",
+                   "MALLOC_TOP_PAD_": "1073741824"}
+
+
+def ran_with_host_heap(recorded: Any) -> bool:
+    """Whether a trial's recorded glibc settings (its provenance's `host_malloc`) are exactly HOST_MALLOC_ENV: a
+    user's own value for any of them is another run."""
+    return recorded == HOST_MALLOC_ENV
+
+
 def fsdp_gathers_in_float8(sharding: Any, offloading: Any, fp8_record: Any) -> bool:
     """A row's FSDP gathered its weights in float8 by its record, on a setting where the engine does
     (Methods.fp8_gathered_in_float8: FSDP, parameters on the GPU); a record claiming it elsewhere is not believed."""

@@ -71,6 +71,8 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         return None
     if memory.beyond_the_paper(row):
         return None  # fused kernels or FP8: not the bf16 engine the fits describe
+    if json_field(row.get("provenance"), "fsdp_reduce_dtype"):
+        return None  # a probe's trial (engine.bench.steppers.PROBE_REDUCE_16BIT): not the engine's method
     try:
         model, gpu = presets.model(row["model"]), presets.gpu(row["gpu"])
         s = shape(model)
@@ -132,7 +134,7 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         # The largest micro-batch the search fitted (the timing may have halved it to fit compiled).
         micro_batch=json_field(row.get("provenance"), "max_micro_batch_searched") or row.get("micro_batch"),
         days=row["days"] * model.training.steps / steps,
-        host_heap=bool(json_field(row.get("provenance"), "host_malloc")),
+        host_heap=space.ran_with_host_heap(json_field(row.get("provenance"), "host_malloc")),
     )
 
 

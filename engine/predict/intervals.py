@@ -25,7 +25,7 @@ none, each generation predicted from another: engine/predict/generations.py), in
 
 The interval is symmetric in log around the point, so the point is its median: days x exp(+-w), w the
 LEVEL quantile of |log(predicted / measured)| over the kind's held-out cases (at rank (n + 1) x LEVEL,
-interpolated, so it holds for a new case on average: conformal_width). A kind with fewer than MIN_CASES
+interpolated, so it holds for about LEVEL of new cases on average: conformal_width). A kind with fewer than MIN_CASES
 cases takes the next wider kind's width. An architecture measured in one cell only takes at least the width its own
 held-out errors show (ConvNeXt, Mamba: no sibling to borrow from). Coverage is checked honestly: each case against a
 width worked out without its own model's cases.
@@ -104,8 +104,8 @@ def conformal_width(abs_log_errors: Sequence[float], level: float = LEVEL) -> fl
 
     A new case falls under the k-th smallest of n exchangeable cases with probability k / (n + 1), so the
     whole rank ceil((n + 1) x level) covers AT LEAST `level` and, with few cases, much more: 8 / 9 = 89% from 8
-    cases for an 80% interval. Interpolating at the exact rank (Hyndman and Fan's type 6 quantile) covers
-    `level` on average, which is what the interval states."""
+    cases for an 80% interval. Interpolating at the exact rank (Hyndman and Fan's type 6 quantile) covers about
+    `level` on average, which is what the interval states, and gives up the guarantee of at least `level`."""
     e = sorted(abs_log_errors)
     if not e:
         return None

@@ -17,7 +17,8 @@ is already held (micro-batches 2..N of a step), once per module inside backward,
 micro-batch, as the export now has the Trainer do (accelerate's sync_each_batch). Measured since (2026-11-28,
 twenty-third session, 2 x H200, Pythia-1B at micro-batch 32: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl):
 such a held pass took 2.27 s, one holding nothing 0.77 s; with glibc keeping freed blocks on its heap the held pass
-took 1.34 s, and the engine now runs FSDP offload so, with the host's fused AdamW. The cells measured before say so
+took 1.34 s (the Trainer's, without them, about 1.2 s), and the engine now runs FSDP offload so, with the host's
+fused AdamW and all its cores. The cells measured before say so
 in every prediction that uses them: likely an overstatement. So a prediction
 takes the cost per parameter measured at its own GPU count, else at the nearest count measured, and says which: the
 median over cells (a cell measured in two settings counts once), on the GPUs and machines they ran on. A count nobody
@@ -95,8 +96,8 @@ class ShardedOffload:
         if before:
             caveats.append(f"{len(before)} of the {len(cells)} measured before the engine stepped the host's fused "
                            "AdamW with glibc keeping freed blocks on its heap: likely an overstatement (a probe's "
-                           "pass 1.34 s against 2.27 s; the Trainer ran Pythia-1B's 2 x H200 export at 19.4 s a "
-                           "step against its row's 35.4 s)")
+                           "pass 1.34 s against 2.27 s; the Trainer ran the export of Pythia-1B's 35.4 s row on 2 x "
+                           "H200 at 19.4 s a step)")
         return value, (f"FSDP offload on several GPUs: {value * 1e9:.2f} ns per parameter held beyond the copies, "
                        f"median of {len(cells)} measured cells on {where} "
                        f"({', '.join(f'{c[0]} {c[2]}x{c[1]}' for c in sorted(cells))})"

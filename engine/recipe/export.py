@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench import fast
-from engine.bench.environment import host_malloc_env
 from engine.data import formulas, safe, space
 from engine.data.built import EXPERTS
 from engine.data.errors import PlannerError
@@ -493,19 +492,19 @@ def _launch(plan: dict, model: Model) -> str:
         alloc = (f'if [ -z "${{PYTORCH_CUDA_ALLOC_CONF:-}}" ]; then export PYTORCH_CUDA_ALLOC_CONF={shlex.quote(conf)}; fi\n')
     elif conf:
         alloc = "# The allocator setting recorded with this trial is not one PyTorch reads; it is left out.\n"
-    if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading"):
-        # glibc keeps the host's gradient copies on its heap, as the benchmark ran (engine.bench.environment)
-        alloc += ("export " + " ".join(f"{k}=${{{k}:-{v}}}" for k, v in host_malloc_env(True).items())
-                  + "  # glibc: freed blocks stay on the heap (FSDP offload's gradient copies)\n")
     if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading") and plan.get("world_size", 1) > 1:
         # Clipping offloaded gradients all-reduces their norm on the CPU: accelerate adds gloo beside NCCL
         # only when these say FSDP offload, and transformers sets them too late (after the process group).
         alloc += "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true  # gloo beside NCCL for CPU tensors\n"
-    # torchrun gives each rank one CPU thread unless told; the benchmark gave its ranks half the host's cores between
-    # them (engine.bench.launcher), which an offloaded optimizer step and gradient sums run on
-    threads = f"$(( $(nproc) / 2 / {n} > 0 ? $(nproc) / 2 / {n} : 1 ))"
+    # torchrun gives each rank one CPU thread unless told; the benchmark gives its ranks half the host's cores between
+    # them, all of them for FSDP offload (engine.bench.environment.cpu_threads_per_rank)
+    if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading"):
+        cores, words = "$(nproc)", "the cores, shared by the ranks (FSDP offload steps on the host)"
+    else:
+        cores, words = "$(nproc) / 2", "half the cores, shared by the ranks"
+    threads = f"$(( {cores} / {n} > 0 ? {cores} / {n} : 1 ))"
     alloc += (f'if [ -z "${{OMP_NUM_THREADS:-}}" ]; then export OMP_NUM_THREADS={threads}; fi  '
-              "# as the benchmark: half the cores, shared by the ranks\n")
+              f"# as the benchmark: {words}\n")
     fp8 = fp8_env(plan)
     if fp8:  # fixed names and values of ours, no data from the row
         alloc += ("# fp8 (changes numerics): accelerate's FP8 recipe, torchao backend (as accelerate_config.yaml)\n"

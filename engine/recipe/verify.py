@@ -28,7 +28,7 @@ from typing import Callable
 
 from engine.bench import agent
 from engine.recipe import export as recipe
-from engine.bench.environment import host_info, host_malloc_env, launched_by, probe, trial_env
+from engine.bench.environment import cpu_threads_per_rank, host_info, launched_by, probe, trial_env
 from engine.data.errors import PlannerError
 from engine.bench.events import parse_marker
 from engine.bench.launcher import _kill_group
@@ -131,8 +131,8 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
                f"--nproc-per-node={plan['world_size']}", "--max-restarts=0", "-m", "engine.recipe.verify_worker",
                str(spec_path), str(result_path)]
         fsdp_offload = str(plan.get("sharding") or "").startswith("fsdp") and bool(plan.get("offloading"))
-        status, tail, duration = _launch(cmd, Path(tmp), req.timeout_s, on_event, host_malloc_env(fsdp_offload),
-                                         int(plan["world_size"]))
+        threads = cpu_threads_per_rank(int(plan["world_size"]), fsdp_offload)
+        status, tail, duration = _launch(cmd, Path(tmp), req.timeout_s, on_event, threads)
         worker = json.loads(result_path.read_text()) if result_path.exists() else {}
     out.update(duration_s=duration, command="torchrun " + " ".join(cmd[4:]),
                **{k: worker.get(k) for k in ("versions", "device_name", "stack", "peak_memory_gb", "build_s")})
@@ -167,14 +167,12 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
 
 
 def _launch(cmd: list[str], workdir: Path, timeout_s: float, on_event: Callable[[object], None],
-            host_env: dict[str, str] | None = None, ranks: int = 1) -> tuple[str | None, list[str], float]:
+            threads: int | None = None) -> tuple[str | None, list[str], float]:
     """Run the training process group; stream its step events; kill the whole group on timeout or Ctrl-C.
-    host_env: set where unset, before the processes start (glibc reads its settings then), as launch.sh does."""
+    threads: each rank's CPU threads where OMP_NUM_THREADS is unset, as launch.sh gives them."""
     env = trial_env()
-    for k, v in (host_env or {}).items():
-        env.setdefault(k, v)
-    if "OMP_NUM_THREADS" not in os.environ:  # as launch.sh and the benchmark: half the cores, shared by the ranks
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 2) // 2 // max(1, ranks)))
+    if threads and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = str(threads)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             text=True, env=env, cwd=str(workdir), start_new_session=True,
