@@ -382,7 +382,7 @@ def test_deepspeed_and_fsdp_offload_run_for_real(offload_sweep, tmp_path):
     zero, fsdp = (json.loads(rows[k]["provenance"]) for k in ("zero2+offload", "ckpt+fsdp3+offload"))
     assert zero.get("measured_in_new_process") and not fsdp.get("measured_in_new_process")
     # FSDP offload runs with glibc keeping freed blocks on its heap, and says so; DeepSpeed's offload does not
-    from engine.bench.environment import HOST_MALLOC_ENV
+    from engine.data.space import HOST_MALLOC_ENV
 
     assert fsdp["host_malloc"] == HOST_MALLOC_ENV and "host_malloc" not in zero
     assert fsdp["cpu_threads"] >= 1 and zero["cpu_threads"] >= 1

@@ -23,7 +23,6 @@ from pathlib import Path
 from engine.bench.events import TrialSpec
 from engine.data.links import HOST_STAGED, topology_link
 from engine.data.errors import PlannerError
-from engine.data.space import HOST_MALLOC_ENV
 
 
 def sanitize_cuda_arch_env(env=None) -> str | None:
@@ -157,11 +156,6 @@ def end_worker(code: int) -> None:
 
 # Kept on in every process we start: NVLink multicast (NVLS) can take a shared host's GPUs down.
 SAFE_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-
-def host_malloc_env(fsdp_offload: bool) -> dict[str, str]:
-    """The glibc settings an FSDP offload trial starts with (engine.data.space.HOST_MALLOC_ENV), none for another."""
-    return dict(HOST_MALLOC_ENV) if fsdp_offload else {}
-
 
 def usable_cores() -> int:
     """The cores this process may run on (its affinity, as `nproc` counts them), else the machine's."""

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Callable
 
 from engine.bench import agent
-from engine.bench.environment import (build_locks_held_by, clear_build_locks, cpu_threads_per_rank, host_malloc_env,
-                                      launched_by, trial_env)
+from engine.bench.environment import (build_locks_held_by, clear_build_locks, cpu_threads_per_rank, launched_by,
+                                      trial_env)
 from engine.bench.events import BatchTried, Log, Measuring, TrialSpec, parse_marker
+from engine.data.space import HOST_MALLOC_ENV
 
 
 @dataclass
@@ -206,8 +207,8 @@ def run_trial(
     env = trial_env()
     env.update({str(k): str(v) for k, v in spec.env.items()})
     fsdp_offload = spec.methods.fsdp and spec.methods.offloading
-    for k, v in host_malloc_env(fsdp_offload).items():
-        env.setdefault(k, v)  # a user's own setting wins
+    for k, v in (HOST_MALLOC_ENV if fsdp_offload else {}).items():
+        env.setdefault(k, v)  # glibc's heap settings (engine.data.space); a user's own setting wins
     if "OMP_NUM_THREADS" not in os.environ:  # half the cores shared by this node's ranks (FSDP offload: all)
         env["OMP_NUM_THREADS"] = str(cpu_threads_per_rank(spec.num_gpus, fsdp_offload))
     t0 = time.perf_counter()

@@ -522,7 +522,7 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
 
         malloc = {k: os.environ[k] for k in HOST_MALLOC_ENV if k in os.environ}
         if malloc:
-            out["host_malloc"] = malloc  # glibc's settings this process started with (environment.HOST_MALLOC_ENV)
+            out["host_malloc"] = malloc  # glibc's settings this process started with (space.HOST_MALLOC_ENV)
         if getattr(stepper, "reduce_dtype", "float32") != "float32":
             out["fsdp_reduce_dtype"] = stepper.reduce_dtype  # a probe's (steppers.PROBE_REDUCE_16BIT)
         return out

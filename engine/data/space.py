@@ -171,12 +171,6 @@ HOST_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOL
                    "MALLOC_TOP_PAD_": "1073741824"}
 
 
-def ran_with_host_heap(recorded: Any) -> bool:
-    """Whether a trial's recorded glibc settings (its provenance's `host_malloc`) are exactly HOST_MALLOC_ENV: a
-    user's own value for any of them is another run."""
-    return recorded == HOST_MALLOC_ENV
-
-
 def fsdp_gathers_in_float8(sharding: Any, offloading: Any, fp8_record: Any) -> bool:
     """A row's FSDP gathered its weights in float8 by its record, on a setting where the engine does
     (Methods.fp8_gathered_in_float8: FSDP, parameters on the GPU); a record claiming it elsewhere is not believed."""

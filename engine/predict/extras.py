@@ -141,7 +141,8 @@ def take(pairs: Sequence[Pair], methods: Methods, model_id: str, gpu_id: str = "
          nodes: int = 1) -> Taken | None:
     """The ratio for `methods`' extras on this cell, closest evidence first: this very cell measured (its
     run-to-run margin), else the pairs of this model or this GPU type, else any, of the same kind of setting
-    (sharded or not, offloaded or not; a wider margin); None where nothing of that kind was measured (the assumption stands).
+    (sharded or not, offloaded or not; a wider margin); None where nothing of that kind was measured (the
+    assumption stands).
     fp8 under FSDP takes the pairs whose weights were gathered as the engine now gathers them (float8 on the GPU,
     Methods.fp8_gathered_in_float8) where there are any: on 4 x H100, gathered in 16 bits, fp8 measured x1.08-1.10
     the days of 16 bits; gathered in float8, x0.82 (Pythia-6.9B) and x1.06 (Pythia-2.8B)."""

@@ -45,7 +45,7 @@ class BasisRow:
     days: float
     host_pass_s: float = 0.0  # offloading's CPU <-> GPU copies of one pass at the full PCIe rate
     timed_micro_batch: int | None = None
-    host_heap: bool = False  # FSDP offload run with glibc's heap settings (engine.bench.environment.HOST_MALLOC_ENV)
+    host_heap: bool = False  # FSDP offload run with glibc's heap settings (engine.data.space.HOST_MALLOC_ENV)
 
     @property
     def cell(self) -> tuple[str, str, int]:
@@ -134,7 +134,8 @@ def basis_row(row: Mapping[str, Any], presets: Presets) -> BasisRow | None:
         # The largest micro-batch the search fitted (the timing may have halved it to fit compiled).
         micro_batch=json_field(row.get("provenance"), "max_micro_batch_searched") or row.get("micro_batch"),
         days=row["days"] * model.training.steps / steps,
-        host_heap=space.ran_with_host_heap(json_field(row.get("provenance"), "host_malloc")),
+        # exactly the engine's glibc settings: a user's own value for any of them is another run
+        host_heap=json_field(row.get("provenance"), "host_malloc") == space.HOST_MALLOC_ENV,
     )
 
 
