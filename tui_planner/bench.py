@@ -94,6 +94,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time each combination at the largest micro-batch that fits, but at most N (the same "
                         "setting at a smaller micro-batch: what a pass costs beside its work); stored as "
                         "separate trials (their key ends in |max-mb-N), left out of the predictor's fits")
+    p.add_argument("--step-up", action="store_true",
+                   help="after the uncompiled micro-batch search (the paper's), measure each compiled setting "
+                        "once more at twice that micro-batch, compiled, and keep the faster: torch.compile's "
+                        "graphs often need less memory, most of all with fused (the logits never held). One GPU; "
+                        "tried only where the measured peak leaves room; an out-of-memory is recorded. The row "
+                        "says what it tried (provenance step_up)")
     p.add_argument("--no-memory-skip", action="store_true",
                    help="run combinations the memory model says cannot fit or win (skipped by default)")
     p.add_argument("--retry-failed", action="store_true",
@@ -121,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         db=args.db, presets=tuple(args.presets), timeout_s=args.timeout, exhaustive=args.exhaustive,
         repetitions=args.repetitions, verify_steps=args.verify_steps, verify_accum=args.verify_accum,
+        step_up=args.step_up,
         stop_after_s=args.stop_after, compile=not args.no_compile, compile_mode=args.compile_mode,
         device_kind=args.device_kind, note=args.note, only=tuple(args.only), extras=tuple(args.extras),
         memory_skip=not args.no_memory_skip, retry_failed=args.retry_failed, no_p2p=args.no_p2p,

@@ -37,6 +37,7 @@ class TrialSpec:
     warmup: int = 2
     verify_steps: int = 0  # optional steady run of real steps to check step = pass x accum + update
     verify_accum: int = 0  # accumulation of the verify run; 0: the configuration's own
+    step_up: bool = False  # after the uncompiled search, also measure twice its micro-batch compiled (trial._step_up)
     cpu_memory_limit_mb: int | None = None  # CPU tests: a hard allocation limit, so OOM is real
     fault: str | None = None  # test hook: "crash", "crash-rank1", "hang", "hang-building", "oom-measuring-rank1"(-all),
     # "no-node1" (local-nodes: node 1's agent never comes to the rendezvous)

@@ -58,6 +58,9 @@ class SweepRequest:
     warmup: int = 2
     verify_steps: int = 0  # a steady run of this many real steps checks the free-lunch result
     verify_accum: int = 0  # 0: the configuration's own accumulation (a true steady run)
+    # After the uncompiled micro-batch search (the paper's), measure each compiled setting once more at twice the
+    # micro-batch, compiled, where its measured peak leaves room, and keep the faster (one GPU; engine/bench/trial.py).
+    step_up: bool = False
     max_micro_batch: int | None = None
     cpu_memory_limit_mb: int | None = None
     compile: bool = True
@@ -242,7 +245,7 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
             compile=req.compile, compile_mode=req.compile_mode, tf32=tf32, max_micro_batch=req.max_micro_batch, repetitions=req.repetitions,
             max_repetitions=max(req.repetitions, cap),
             warmup=req.warmup, verify_steps=req.verify_steps if m == space.FREE_LUNCH or req.only else 0,
-            verify_accum=req.verify_accum, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
+            verify_accum=req.verify_accum, step_up=req.step_up, cpu_memory_limit_mb=req.cpu_memory_limit_mb,
             fault=req.faults.get(m.label), model_source=req.model_source, run=dict(req.run),
             env={"NCCL_P2P_DISABLE": "1"} if req.no_p2p and host_staged(req) else {},
         ))
@@ -339,7 +342,7 @@ def _trial_row(req: SweepRequest, spec: TrialSpec, out: TrialOutcome, presets: P
               "optimizer_update_s", "synced_pass_times_s", "alloc_retries", "alloc_conf", "stopped_early",
               "compile_mode", "kernels_off", "causal_mask", "attention_mask", "measure_oom",
               "measured_in_new_process", "compile_cache", "dynamo", "gradients_held",
-              "cpu_threads", "fsdp_reduce_dtype", "host_malloc"):
+              "cpu_threads", "fsdp_reduce_dtype", "host_malloc", "step_up", "held_memory_gb"):
         if r.get(k) is not None:
             provenance[k] = r[k]
     if out.status == "measured":

@@ -251,6 +251,8 @@ def run(spec: TrialSpec) -> dict[str, Any]:
         if hasattr(stepper, "keep_grads"):  # from the second size on, its passes run with the gradients held
             stepper.keep_grads = per_gpu_batch // mb > 1
         try:
+            if _fault_above(spec.fault, "eager-oom-above", mb) or _fault_above(spec.fault, "oom-above", mb):  # test hooks
+                raise MemoryError(f"fault injection: out of memory at micro-batch {mb} (uncompiled)")
             batch = modeling.make_batch(model, mb, device, gen)
             stepper.pass_(batch)
             stepper.update()
@@ -313,6 +315,97 @@ def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None 
 RELAUNCH_FILE: str | None = None  # beside the result file (main)
 
 
+def _fault_above(fault: str | None, name: str, micro: int) -> bool:
+    """Test hooks "eager-oom-above-N" (the uncompiled search runs out of memory above N) and "oom-above-N" (so does
+    every measurement): whether `fault` is `name`-N with N below `micro`."""
+    if not fault or not fault.startswith(name + "-"):
+        return False
+    limit = fault[len(name) + 1:]
+    return limit.isdigit() and micro > int(limit)
+
+
+def step_up_estimate_gb(peak_gb: float, held_gb: float) -> float:
+    """The compiled peak at twice the micro-batch, from the one measured: what is held between steps stays, the
+    rest (activations, the logits, their workspace) doubles. Gradients freed between steps (no accumulation) count
+    with the part that doubles, so the estimate errs high."""
+    return held_gb + 2 * max(0.0, peak_gb - held_gb)
+
+
+def step_up_blocked(spec: TrialSpec, model, measured: dict[str, Any], micro: int, searched: int,
+                    compile_on: bool, several: bool) -> str | None:
+    """Why a trial does not try twice its micro-batch compiled (`bench --step-up`), or None to try it."""
+    per_gpu = model.training.batch_size // (spec.num_gpus * spec.num_nodes)
+    cap = min(spec.max_micro_batch or per_gpu, per_gpu)
+    up = micro * 2
+    if not compile_on:
+        return "the setting runs uncompiled: its uncompiled search already tried it"
+    if micro < searched:
+        return f"the compiled measurement already ran out of memory at micro-batch {searched}"
+    if up > cap or per_gpu % up:
+        return (f"above the cap of {cap}" if up > cap else
+                f"{up} does not divide the {per_gpu} samples of a GPU's share of the batch")
+    if several:
+        return "on several GPUs a rank that runs out of memory ends the process group: one GPU only"
+    peak, held, total = (measured.get(k) for k in ("peak_memory_gb", "held_memory_gb", "device_memory_gb"))
+    if peak and held is not None and total:
+        need = step_up_estimate_gb(peak, held)
+        if need > total:
+            return (f"estimated {need:.1f} GB at micro-batch {up} ({held:.1f} held + 2 x {peak - held:.1f}) of "
+                    f"{total:.1f} GB")
+    return None
+
+
+def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str, Any], micro: int,
+             compile_on: bool, several: bool, measure: Callable[[int, TrialSpec], dict[str, Any]]
+             ) -> tuple[int, dict[str, Any]]:
+    """`bench --step-up`: the micro-batch search runs uncompiled (the paper's method), and torch.compile's graphs
+    often need less memory than eager ones, most of all where fused kernels never hold the logits. Measure once
+    more at twice the micro-batch, compiled, and keep the faster: (micro-batch, its measurement). An out-of-memory
+    is a result, recorded with the rest in `result["step_up"]`; timing stops early once the larger micro-batch
+    cannot beat the smaller."""
+    import dataclasses
+
+    from engine.data import formulas
+
+    up = micro * 2
+    searched = int(result.get("max_micro_batch") or micro)
+    why = step_up_blocked(spec, model, measured, micro, searched, compile_on, several)
+    record: dict[str, Any] = {"micro_batch": up, "from_micro_batch": micro}
+    if measured.get("peak_memory_gb") and measured.get("held_memory_gb") is not None:
+        record["estimated_peak_gb"] = round(step_up_estimate_gb(measured["peak_memory_gb"],
+                                                                measured["held_memory_gb"]), 2)
+    if why:
+        result["step_up"] = {**record, "outcome": "not tried", "why": why}
+        return micro, measured
+
+    def step_s(mb: int, meas: dict[str, Any]) -> float:
+        accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, mb)
+        return formulas.step_time_s(meas["pass_s"], accum, meas["update_s"])
+
+    before = step_s(micro, measured)
+    record["step_s_at_from"] = before
+    emit("log", line=f"stepping up: micro-batch {up}, compiled (its uncompiled search stopped at {searched})")
+    beat = min(spec.beat_step_s or math.inf, before)
+    try:
+        larger = measure(up, dataclasses.replace(spec, beat_step_s=beat))
+    except Exception as e:  # noqa: BLE001
+        if not is_oom(e):
+            raise
+        e = None
+        _free(spec.device)
+        emit("batch", micro_batch=up, fits=False)
+        result["step_up"] = {**record, "outcome": "out of memory"}
+        return micro, measured
+    emit("batch", micro_batch=up, fits=True)
+    after = step_s(up, larger)
+    record.update(step_s=after, peak_memory_gb=larger.get("peak_memory_gb"))
+    if larger.get("stopped_early") or after >= before:
+        result["step_up"] = {**record, "outcome": "slower"}
+        return micro, measured
+    result["step_up"] = {**record, "outcome": "faster", "peak_memory_gb_at_from": measured.get("peak_memory_gb")}
+    return up, larger
+
+
 def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, attn, t_start) -> dict[str, Any]:
     """2. Time passes and updates at `micro`, compiled where the settings say; if the measured configuration
     runs out of memory (compiled graphs differ), halve it and try again: in this process on one rank, in a
@@ -326,7 +419,7 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
     keeps_host_memory = m.deepspeed and m.offloading
     while micro >= 1:
         try:
-            result.update(_measure(spec, model, fresh, micro, compile_on, device, gen, attn))
+            measured = _measure(spec, model, fresh, micro, compile_on, device, gen, attn)
             break
         except Exception as e:  # noqa: BLE001
             if not is_oom(e):
@@ -342,6 +435,10 @@ def _measured(spec, model, m, result, fresh, micro, compile_on, device, gen, att
     else:
         result.update(status="oom", failure_message="out of memory while measuring at micro-batch 1")
         return _finish(result, t_start)
+    if spec.step_up:
+        micro, measured = _step_up(spec, model, result, measured, micro, compile_on, several,
+                                   lambda mb, s: _measure(s, model, fresh, mb, compile_on, device, gen, attn))
+    result.update(measured)
 
     # SDPA got is_causal (causal LMs) or no mask (encoders) rather than a dense mask tensor, as seen while the
     # measured passes were traced: modeling.sdpa_without_dense_masks says when and why.
@@ -435,6 +532,8 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             # Test hook: only rank 1 runs out of memory (above micro-batch 1, or at every size), while rank 0
             # goes on into the first timed pass.
             raise MemoryError("fault injection: rank 1 out of memory while measuring")
+        if _fault_above(spec.fault, "oom-above", micro):  # test hook: compiled too, this size does not fit
+            raise MemoryError(f"fault injection: out of memory while measuring at micro-batch {micro}")
         batch = modeling.make_batch(model, micro, device, gen)
         kernel = modeling.detect_kernel(getattr(stepper, "net", None) or stepper.engine.module, model, attn, batch)
         modeling.clear_masks_seen()  # from here: what SDPA's mask is in the measured (compiled) passes
@@ -514,6 +613,10 @@ def _measure(spec, model, fresh, micro, compile_on, device, gen, attn) -> dict[s
             out.update(verify_step_s=total / spec.verify_steps, verify_steps=spec.verify_steps, verify_accum=accum)
         if device == "cuda":
             out["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
+            # Held between steps (weights, optimizer state, gradients where accumulation keeps them): the part of
+            # the peak that does not grow with the micro-batch (step_up_estimate_gb).
+            out["held_memory_gb"] = torch.cuda.memory_allocated() / 1e9
+            out["device_memory_gb"] = torch.cuda.mem_get_info()[1] / 1e9
             # Allocator retries (free everything cached, then malloc again) stall the GPU near full memory.
             out["alloc_retries"] = int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
             out["alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""

@@ -1,0 +1,74 @@
+"""`bench --step-up`: the micro-batch search runs uncompiled (the paper's method); a compiled setting is measured
+once more at twice that micro-batch, compiled, where its peak leaves room, and the faster is the row. Real trial
+processes on the CPU with a compiled tiny model; the uncompiled search's out-of-memory is a fault hook, as a CPU
+has no compiled-versus-eager memory gap to find."""
+
+from dataclasses import replace
+
+import pytest
+
+from conftest import FIXTURES
+from engine.bench import events as ev
+from engine.bench.launcher import run_trial
+from engine.bench.trial import step_up_blocked, step_up_estimate_gb
+from engine.data import space
+from engine.data.presets import load_presets
+
+TINY = str(FIXTURES / "tiny")
+
+
+def _spec(**kw):
+    base = dict(key="k", model="tiny-neox", gpu="cpu", num_gpus=1, methods=space.FREE_LUNCH, device="cpu",
+                preset_paths=(TINY,), compile=True, tf32=False, repetitions=3, max_repetitions=3, warmup=1,
+                step_up=True)
+    base.update(kw)
+    return ev.TrialSpec(**base)
+
+
+def test_a_compiled_trial_steps_up_past_its_uncompiled_search_and_keeps_the_faster(tmp_path):
+    out = run_trial(_spec(fault="eager-oom-above-4"), tmp_path / "a", 240, lambda e: None)
+    r = out.result
+    assert out.status == "measured" and r["max_micro_batch"] == 4  # what the uncompiled search fitted
+    up = r["step_up"]
+    assert up["micro_batch"] == 8 and up["from_micro_batch"] == 4 and up["outcome"] in ("faster", "slower")
+    kept = 8 if up["outcome"] == "faster" else 4
+    assert r["micro_batch"] == kept and r["grad_accum"] == 16 // kept
+    assert r["step_s"] == pytest.approx(r["pass_s"] * r["grad_accum"] + r["update_s"])  # the kept one's own timings
+    other = up["step_s_at_from"] if kept == 8 else up["step_s"]
+    assert r["step_s"] <= other  # the faster of the two
+
+
+def test_a_step_up_that_runs_out_of_memory_is_recorded_and_the_row_stays(tmp_path):
+    # Compiled, twice the size does not fit either: the out-of-memory is recorded and the row stays where it was.
+    oom = run_trial(_spec(fault="oom-above-4"), tmp_path / "b", 240, lambda e: None).result
+    assert oom["status"] == "measured" and oom["micro_batch"] == 4
+    assert oom["step_up"]["outcome"] == "out of memory" and oom["step_up"]["micro_batch"] == 8
+
+
+def test_a_step_up_is_not_tried_where_it_cannot_help_and_says_why():
+    model = load_presets((TINY,)).model("tiny-neox")  # a batch of 16
+    spec = _spec()
+    blocked = lambda **kw: step_up_blocked(**{**dict(spec=spec, model=model, measured={}, micro=4, searched=4,  # noqa: E731
+                                                     compile_on=True, several=False), **kw})
+    assert blocked() is None
+    assert "uncompiled" in blocked(compile_on=False)
+    assert "already ran out of memory at micro-batch 8" in blocked(micro=4, searched=8)
+    assert "above the cap of 16" in blocked(micro=16, searched=16)
+    assert "above the cap of 4" in blocked(spec=replace(spec, max_micro_batch=4))
+    assert "one GPU only" in blocked(several=True)
+    # The estimate: what is held between steps stays, the rest doubles.
+    assert step_up_estimate_gb(71.1, 22.0) == pytest.approx(120.2)
+    room = {"peak_memory_gb": 71.1, "held_memory_gb": 22.0, "device_memory_gb": 150.0}
+    assert blocked(measured=room) is None
+    assert "estimated 120.2 GB at micro-batch 8" in blocked(measured={**room, "device_memory_gb": 85.0})
+
+
+def test_the_bench_flag_reaches_every_trial(tmp_path):
+    from engine.bench.sweep import SweepRequest, plan
+
+    presets = load_presets((TINY,))
+    req = SweepRequest(model="tiny-neox", methods="free-lunch", device="cpu", presets=(TINY,), step_up=True,
+                       db=str(tmp_path / "r.duckdb"))
+    specs = plan(req, presets, "cpu")
+    assert specs and all(s.step_up for s in specs)
+    assert ev.TrialSpec.from_json(specs[0].to_json()).step_up is True
