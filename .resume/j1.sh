@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# For the next session with device time (written 2026-11-28, twenty-third session; not yet run). On nvidia-h200-x4,
+# Run in the twenty-fourth session (written in the twenty-third). On nvidia-h200-x4,
 # one group at a time (offload shares the host's CPUs): FSDP-2 + offload of Pythia-1B and Llama-3.2-1B on 2 and then
 # 4 x H200 with the engine as it now is (glibc heap settings, the host's fused AdamW, all the cores over the ranks),
 # each with a steady step. Predict first on the CPU: `tui-planner predict --model M --gpu h200 --num-gpus N
-# --db .resume/j1.duckdb --write` for both models at 2 and 4. Then export each row and `verify` it
+# --db .device/j1-predicted.duckdb --write: kept off the device` for both models at 2 and 4. Then export each row and `verify` it
 # (scripts/device_verify.sh) in a second call. The probe put Pythia-1B's 2-GPU step near 22 s; the rows say 33-35 s.
 export CALL_LIMIT=585 STOP_TAIL=60 TRIAL_TIMEOUT=330
 bash scripts/device_parallel.sh nvidia-h200-x4 \

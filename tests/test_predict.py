@@ -493,11 +493,17 @@ def test_fsdp_offload_on_several_gpus_costs_what_its_measured_passes_cost_beyond
     assert cells.per_param_s(2)[0] == pytest.approx((1.1e-9 + 4.0e-9) / 2)
     assert "median of 2 measured cells" in cells.per_param_s(2)[1]
     assert cells.per_param_s(3)[0] == cells.per_param_s(2)[0] and "nearest count" in cells.per_param_s(3)[1]
-    # cells measured before the heap settings and the host's fused AdamW are said to likely overstate
-    assert "2 of the 2 measured before" in cells.per_param_s(2)[1]
+    # cells measured only before the heap settings and the host's fused AdamW say so
+    assert "2 of the 2 measured only before" in cells.per_param_s(2)[1] and "off either way" in cells.per_param_s(2)[1]
     since = offload.ShardedOffload.of([offload.Sample(("m", "h100", 2), 1.0, 1e9, host_heap=True),
                                        offload.Sample(("n", "h100", 2), 1.0, 1e9, host_heap=False)])
-    assert "1 of the 2 measured before" in since.per_param_s(2)[1]
+    assert "1 of the 2 measured only before" in since.per_param_s(2)[1]
+    # a cell measured both ways counts today's engine's samples only
+    both = offload.ShardedOffload.of([offload.Sample(("m", "h100", 2), 2.0, 1e9, host_heap=False),
+                                      offload.Sample(("m", "h100", 2), 1.0, 1e9, host_heap=True),
+                                      offload.Sample(("n", "h100", 2), 3.0, 1e9, host_heap=False)])
+    assert both.by_count[2][("m", "h100", 2)] == pytest.approx(1e-9)
+    assert "1 of the 2 measured only before" in both.per_param_s(2)[1]
     now = offload.ShardedOffload.of([offload.Sample(("m", "h100", 2), 1.0, 1e9, host_heap=True)])
     assert "measured before" not in now.per_param_s(2)[1] and now.per_param_s(2)[0] == pytest.approx(1e-9)
     # nothing measured on several GPUs: the copies as on one GPU, and the prediction says so

@@ -72,3 +72,29 @@ def test_the_bench_flag_reaches_every_trial(tmp_path):
     specs = plan(req, presets, "cpu")
     assert specs and all(s.step_up for s in specs)
     assert ev.TrialSpec.from_json(specs[0].to_json()).step_up is True
+
+
+def test_an_export_of_a_stepped_up_row_says_the_micro_batch_needs_compiling():
+    """The shipped row: Llama-3.2-1B fused on 1 x H200 stepped up to 32 (its uncompiled search fitted 16); the
+    Trainer trained the export at 32 compiled (data/verified/). Its notes say what to run without compiling. A
+    shared file's step_up that is not a smaller whole micro-batch says nothing."""
+    import json
+
+    from engine.data.paths import shipped_db
+    from engine.data.store import Store
+    from engine.recipe import export as recipe
+
+    presets = load_presets()
+    with Store.open(shipped_db()) as s:
+        choice = recipe.pick(s, presets, "llama-3.2-1b", "h200", 1, trial_id="9d7199aef79b4b9c80edfa8d4d470a5b")
+    row = choice.row
+    assert (row["micro_batch"], row["grad_accum"]) == (32, 16)
+    r = recipe.build(choice, presets, shipped_db())
+    assert r.training_args["per_device_train_batch_size"] == 32 and r.training_args["torch_compile"] is True
+    assert any("measured compiled (bench --step-up)" in n and "run 16 x 32 instead" in n for n in r.notes)
+    model = presets.model("llama-3.2-1b")
+    for forged in ("16", True, 64, 0, None):
+        prov = {"step_up": {"outcome": "faster", "from_micro_batch": forged}}
+        notes: list[str] = []
+        recipe.training_args({**row, "provenance": json.dumps(prov)}, model, "cuda", notes)
+        assert not any("step-up" in n for n in notes)

@@ -18,8 +18,10 @@ micro-batch, as the export now has the Trainer do (accelerate's sync_each_batch)
 twenty-third session, 2 x H200, Pythia-1B at micro-batch 32: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl):
 such a held pass took 2.27 s, one holding nothing 0.77 s; with glibc keeping freed blocks on its heap the held pass
 took 1.34 s (the Trainer's, without them, about 1.2 s), and the engine now runs FSDP offload so, with the host's
-fused AdamW and all its cores. The cells measured before say so
-in every prediction that uses them: likely an overstatement. So a prediction
+fused AdamW and all its cores. Measured again so (twenty-fourth session, 4 x H200 host, 64 cores), the cost per
+parameter did not fall everywhere: Llama-3.2-1B on 2 GPUs went from 52.2 to 32.9 days, Pythia-1B on 2 from 55.2 to
+50.7, and Pythia-1B on 4 rose from 16.0 to 18.7. A cell measured with today's engine counts those samples only; one
+measured only before says so in every prediction that uses it: off either way. So a prediction
 takes the cost per parameter measured at its own GPU count, else at the nearest count measured, and says which: the
 median over cells (a cell measured in two settings counts once), on the GPUs and machines they ran on. A count nobody
 measured on several GPUs adds nothing beyond the copies (the one-GPU rule) and says that. A step without accumulation
@@ -54,18 +56,22 @@ class ShardedOffload:
     """The cost per parameter held beyond the copies: per GPU count measured, per cell (its samples' median)."""
 
     by_count: dict[int, dict[tuple, float]] = field(default_factory=dict)
-    before_heap: set[tuple] = field(default_factory=set)  # cells with a sample measured before the heap settings
+    before_heap: set[tuple] = field(default_factory=set)  # cells measured only before the heap settings
 
     @classmethod
     def of(cls, samples: list[Sample]) -> "ShardedOffload":
-        cells: dict[tuple, list[float]] = {}
+        """Per cell, the median of its samples; of today's engine's alone where it has any. (The shipped database
+        marks a cell's earlier measurements superseded; a results file of one's own may hold both.)"""
+        cells: dict[tuple, dict[bool, list[float]]] = {}
         for s in samples:
             if s.cell[2] > 1 and s.params_held > 0:
-                cells.setdefault(s.cell, []).append(s.per_param_s)
+                cells.setdefault(s.cell, {}).setdefault(s.host_heap, []).append(s.per_param_s)
         out = cls()
-        for cell, values in cells.items():
-            out.by_count.setdefault(cell[2], {})[cell] = statistics.median(values)
-        out.before_heap = {s.cell for s in samples if s.cell in cells and not s.host_heap}
+        for cell, by_engine in cells.items():
+            now = by_engine.get(True)
+            out.by_count.setdefault(cell[2], {})[cell] = statistics.median(now or by_engine[False])
+            if not now:
+                out.before_heap.add(cell)
         return out
 
     def nearest(self, num_gpus: int) -> int | None:
@@ -94,10 +100,9 @@ class ShardedOffload:
             caveats.append("measured on one machine, not across machines")
         before = [c for c in cells if c in self.before_heap]
         if before:
-            caveats.append(f"{len(before)} of the {len(cells)} measured before the engine stepped the host's fused "
-                           "AdamW with glibc keeping freed blocks on its heap: likely an overstatement (a probe's "
-                           "pass 1.34 s against 2.27 s; the Trainer ran the export of Pythia-1B's 35.4 s row on 2 x "
-                           "H200 at 19.4 s a step)")
+            caveats.append(f"{len(before)} of the {len(cells)} measured only before the engine stepped the host's fused "
+                           "AdamW with all its cores and glibc keeping freed blocks on its heap: off either way (measured "
+                           "again so on 4 x H200, Llama-3.2-1B on 2 GPUs fell 37%, Pythia-1B on 4 rose 17%)")
         return value, (f"FSDP offload on several GPUs: {value * 1e9:.2f} ns per parameter held beyond the copies, "
                        f"median of {len(cells)} measured cells on {where} "
                        f"({', '.join(f'{c[0]} {c[2]}x{c[1]}' for c in sorted(cells))})"
