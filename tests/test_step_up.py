@@ -63,6 +63,21 @@ def test_a_step_up_is_not_tried_where_it_cannot_help_and_says_why():
     assert "estimated 120.2 GB at micro-batch 8" in blocked(measured={**room, "device_memory_gb": 85.0})
 
 
+def test_what_a_step_up_came_to_is_said_in_a_sentence():
+    from engine.bench.sweep import step_up_words
+
+    base = {"micro_batch": 32, "from_micro_batch": 16, "step_s_at_from": 16.0, "step_s": 15.5}
+    assert step_up_words({**base, "outcome": "faster"}) == (
+        "stepped up to micro-batch 32, compiled (-3.1% a step); the search fitted 16 uncompiled")
+    assert step_up_words({**base, "step_s": 17.0, "outcome": "slower"}) == (
+        "micro-batch 32, compiled, was slower (+6.2% a step): kept 16")
+    assert "ran out of memory: kept 16" in step_up_words({"micro_batch": 32, "from_micro_batch": 16,
+                                                          "outcome": "out of memory"})
+    assert step_up_words({"micro_batch": 32, "outcome": "not tried", "why": "estimated 168.2 GB"}) == (
+        "micro-batch 32 not tried: estimated 168.2 GB")
+    assert step_up_words(None) is None and step_up_words({"micro_batch": 32}) is None
+
+
 def test_the_bench_flag_reaches_every_trial(tmp_path):
     from engine.bench.sweep import SweepRequest, plan
 

@@ -198,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
                 off = ev.verify_step_s / ev.verify_predicted_s - 1
                 console.print(f"{'':>10} steady run: {ev.verify_step_s:.4g} s a step vs {ev.verify_predicted_s:.4g} s "
                               f"from pass x accumulation + update ({off:+.1%})")
+            if ev.step_up:
+                console.print(f"{'':>10} step-up: {e(ev.step_up[:200])}")
         elif isinstance(ev, TrialSkipped):
             if not ev.reason.startswith("already"):  # a resume's silent skips stay silent; giving up is news
                 console.print(f"[yellow]{'skipped':>10}[/] {e(f'{ev.label:<20}')} {e(ev.reason[:200])}")

@@ -142,6 +142,7 @@ class TrialFinished:
     # With bench --verify-steps: the steady run's mean step beside the model's pass x accumulation + update.
     verify_step_s: float | None = None
     verify_predicted_s: float | None = None
+    step_up: str | None = None  # with bench --step-up: what twice the micro-batch, compiled, came to (a sentence)
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,22 @@ def plan(req: SweepRequest, presets: Presets, gpu: str) -> list[TrialSpec]:
     return specs
 
 
+def step_up_words(up: dict | None) -> str | None:
+    """What `bench --step-up` came to for a trial (engine/bench/trial.py _step_up), in a sentence."""
+    if not isinstance(up, dict) or "outcome" not in up:
+        return None
+    mb, at, outcome = up.get("micro_batch"), up.get("from_micro_batch"), up["outcome"]
+    before, after = up.get("step_s_at_from"), up.get("step_s")
+    change = f" ({after / before - 1:+.1%} a step)" if before and after else ""
+    if outcome == "faster":
+        return f"stepped up to micro-batch {mb}, compiled{change}; the search fitted {at} uncompiled"
+    if outcome == "slower":
+        return f"micro-batch {mb}, compiled, was slower{change}: kept {at}"
+    if outcome == "out of memory":
+        return f"micro-batch {mb}, compiled, ran out of memory: kept {at}"
+    return f"micro-batch {mb} not tried: {up.get('why', '')}"
+
+
 def host_memory_bytes() -> float | None:
     try:
         import os
@@ -568,7 +584,8 @@ def run_sweep(req: SweepRequest, on_event: Callable[[object], None] = lambda e: 
                                        micro_batch=row.micro_batch,
                                        message=row.failure_message or out.result.get("stopped_early"),
                                        duration_s=out.duration_s, verify_step_s=out.result.get("verify_step_s"),
-                                       verify_predicted_s=out.result.get("verify_predicted_s")))
+                                       verify_predicted_s=out.result.get("verify_predicted_s"),
+                                       step_up=step_up_words(out.result.get("step_up"))))
         stopped = bool((stop is not None and stop.is_set()) or (pause is not None and pause.is_set()) or out_of_time)
         store.finish_run(run.run_id, "stopped" if stopped else "done", wall_s=time.monotonic() - t_sweep,
                          trials_run=launched, trials_skipped=unrun)
