@@ -965,10 +965,9 @@ def test_a_row_knows_whether_it_ran_with_the_heap_settings_and_a_probes_row_is_n
     from engine.predict.fit import basis_row
 
     with Store.open(shipped_db(), read_only=True) as s:
-        row = next(r for r in s.trials() if r["source"] == "measured" and r["model"] == "pythia-1b"
-                   and r["num_gpus"] == 2 and r["sharding"] == "fsdp2" and r["offloading"] and r["feasible"])
-    prov = json.loads(row["provenance"])
-    assert basis_row(row, presets).host_heap  # measured with them (2026-11-28, twenty-fourth session)
+        row = s.query("SELECT * FROM trials WHERE trial_id = 'bf84c7e1138f475bb26c0d4a93399cbb'")[0]
+    prov = json.loads(row["provenance"])  # Pythia-1B FSDP-2 + offload on 2 x H200, 2026-11-28, twenty-fourth session
+    assert basis_row(row, presets).host_heap  # measured with them
     before = {k: v for k, v in prov.items() if k != "host_malloc"}
     assert not basis_row({**row, "provenance": json.dumps(before)}, presets).host_heap
 

@@ -45,6 +45,41 @@ def test_a_step_up_that_runs_out_of_memory_is_recorded_and_the_row_stays(tmp_pat
     assert oom["step_up"]["outcome"] == "out of memory" and oom["step_up"]["micro_batch"] == 8
 
 
+def test_the_step_up_compares_the_setting_with_itself_compiles_afresh_and_keeps_the_faster(monkeypatch):
+    """_step_up with a stand-in for the measurement: which of the two it keeps, that the sweep's best other row
+    (beat_step_s) cannot cut the larger micro-batch short, that Dynamo is reset before it compiles again (else the
+    batch dimension compiles dynamic), and that an out-of-memory keeps the first."""
+    from engine.bench import trial
+
+    resets = []
+    monkeypatch.setattr(trial, "fresh_compile", lambda: resets.append(1))
+    model = load_presets((TINY,)).model("tiny-neox")  # a batch of 16: accumulation 4 at 4, 2 at 8
+    spec = _spec(beat_step_s=0.5)  # the sweep's best other row: faster than either
+    first = {"pass_s": 0.5, "update_s": 0.1, "stopped_early": "from the first"}  # step 2.1 s
+    asked = []
+
+    def measure(mb, s, larger={"pass_s": 0.8, "update_s": 0.1}):  # step 1.7 s
+        asked.append((mb, s.beat_step_s))
+        return dict(larger)
+
+    result = {"max_micro_batch": 4}
+    micro, kept = trial._step_up(spec, model, result, first, 4, True, False, measure)
+    assert asked == [(8, pytest.approx(2.1))] and resets == [1]
+    assert (micro, kept) == (8, {"pass_s": 0.8, "update_s": 0.1})  # the larger's own, nothing of the first's
+    assert result["step_up"]["outcome"] == "faster" and result["step_up"]["step_s"] == pytest.approx(1.7)
+    slow = {}
+    assert trial._step_up(spec, model, slow, first, 4, True, False,
+                          lambda mb, s: measure(mb, s, {"pass_s": 1.2, "update_s": 0.1}))[0] == 4
+    assert slow["step_up"]["outcome"] == "slower"
+
+    def oom(mb, s):
+        raise MemoryError("out of memory")
+
+    short = {}
+    assert trial._step_up(spec, model, short, first, 4, True, False, oom) == (4, first)
+    assert short["step_up"]["outcome"] == "out of memory"
+
+
 def test_a_step_up_is_not_tried_where_it_cannot_help_and_says_why():
     model = load_presets((TINY,)).model("tiny-neox")  # a batch of 16
     spec = _spec()
@@ -108,8 +143,12 @@ def test_an_export_of_a_stepped_up_row_says_the_micro_batch_needs_compiling():
     assert r.training_args["per_device_train_batch_size"] == 32 and r.training_args["torch_compile"] is True
     assert any("measured compiled (bench --step-up)" in n and "run 16 x 32 instead" in n for n in r.notes)
     model = presets.model("llama-3.2-1b")
-    for forged in ("16", True, 64, 0, None):
-        prov = {"step_up": {"outcome": "faster", "from_micro_batch": forged}}
+    for forged in ("16", True, 64, 0, None, 3, 8):  # (3, 8: no half of 32, which the engine's step-up always is)
+        prov = {"step_up": {"outcome": "faster", "from_micro_batch": forged, "micro_batch": 32}}
         notes: list[str] = []
         recipe.training_args({**row, "provenance": json.dumps(prov)}, model, "cuda", notes)
         assert not any("step-up" in n for n in notes)
+    notes = []
+    other = {"step_up": {"outcome": "faster", "from_micro_batch": 16, "micro_batch": 64}}  # not this row's size
+    recipe.training_args({**row, "provenance": json.dumps(other)}, model, "cuda", notes)
+    assert not any("step-up" in n for n in notes)

@@ -327,7 +327,7 @@ def _fault_above(fault: str | None, name: str, micro: int) -> bool:
 def step_up_estimate_gb(peak_gb: float, held_gb: float) -> float:
     """The compiled peak at twice the micro-batch, from the one measured: what is held between steps stays, the
     rest (activations, the logits, their workspace) doubles. Gradients freed between steps (no accumulation) count
-    with the part that doubles, so the estimate errs high."""
+    with the part that doubles. On four H200 cells it came within 0.3-3.4% of the peak measured, once 0.3% under."""
     return held_gb + 2 * max(0.0, peak_gb - held_gb)
 
 
@@ -355,6 +355,17 @@ def step_up_blocked(spec: TrialSpec, model, measured: dict[str, Any], micro: int
     return None
 
 
+def fresh_compile() -> None:
+    """Forget what torch.compile did in this process (and its cache counters): the next compile is a fresh
+    process's, static shapes and all, and its counts are its own."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    for group in ("inductor", "aot_autograd"):
+        counters[group].clear()
+
+
 def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str, Any], micro: int,
              compile_on: bool, several: bool, measure: Callable[[int, TrialSpec], dict[str, Any]]
              ) -> tuple[int, dict[str, Any]]:
@@ -362,7 +373,9 @@ def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str,
     often need less memory than eager ones, most of all where fused kernels never hold the logits. Measure once
     more at twice the micro-batch, compiled, and keep the faster: (micro-batch, its measurement). An out-of-memory
     is a result, recorded with the rest in `result["step_up"]`; timing stops early once the larger micro-batch
-    cannot beat the smaller."""
+    cannot beat the smaller (the sweep's best other row plays no part: this compares the setting with itself).
+    Dynamo is reset first: compiling the model's code again at another batch size would otherwise give it a
+    dynamic batch dimension (automatic dynamic shapes), not the static graph a fresh process compiles."""
     import dataclasses
 
     from engine.data import formulas
@@ -385,14 +398,17 @@ def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str,
     before = step_s(micro, measured)
     record["step_s_at_from"] = before
     emit("log", line=f"stepping up: micro-batch {up}, compiled (its uncompiled search stopped at {searched})")
-    beat = min(spec.beat_step_s or math.inf, before)
+    _free(spec.device)
+    fresh_compile()
+    oom = False
     try:
-        larger = measure(up, dataclasses.replace(spec, beat_step_s=beat))
+        larger = measure(up, dataclasses.replace(spec, beat_step_s=before))
     except Exception as e:  # noqa: BLE001
         if not is_oom(e):
             raise
-        e = None
-        _free(spec.device)
+        e, oom = None, True
+    if oom:
+        _free(spec.device)  # out of the except block: its traceback's frames no longer hold the tensors
         emit("batch", micro_batch=up, fits=False)
         result["step_up"] = {**record, "outcome": "out of memory"}
         return micro, measured

@@ -211,9 +211,10 @@ def training_args(row: dict, model: Model, device: str, notes: list[str]) -> dic
                      "or the passes are slower. It applies as in the benchmark: batches without an attention_mask "
                      "(no padding); with gradient checkpointing (no cache), unpacked=True says each row is one "
                      "sequence: leave it out if your data packs several documents into a row")
-    up = _prov(row).get("step_up")
+    up = _prov(row).get("step_up")  # (a shared file's: used only where it is exactly what the engine writes)
     searched = up.get("from_micro_batch") if isinstance(up, dict) and up.get("outcome") == "faster" else None
-    if row["compile"] and isinstance(searched, int) and not isinstance(searched, bool) and 0 < searched < row["micro_batch"]:
+    if (row["compile"] and isinstance(searched, int) and not isinstance(searched, bool) and searched > 0
+            and searched * 2 == row["micro_batch"] == up.get("micro_batch")):
         notes.append(f"micro-batch {row['micro_batch']} was measured compiled (bench --step-up); uncompiled, the "
                      f"benchmark's search fitted {searched}: with torch_compile off, or where compilation fails, run "
                      f"{searched} x {row['grad_accum'] * row['micro_batch'] // searched} instead")
