@@ -18,8 +18,8 @@ micro-batch, as the export now has the Trainer do (accelerate's sync_each_batch)
 twenty-third session, 2 x H200, Pythia-1B at micro-batch 32: data/probes/fsdp2-offload-h200x2-2026-11-28.jsonl):
 such a held pass took 2.27 s, one holding nothing 0.77 s; with glibc keeping freed blocks on its heap the held pass
 took 1.34 s (the Trainer's, without them, about 1.2 s), and the engine now runs FSDP offload so, with the host's
-fused AdamW and all its cores. Measured again so (twenty-fourth session, 4 x H200 host, 64 cores), the cost per
-parameter did not fall everywhere: Llama-3.2-1B on 2 GPUs went from 52.2 to 32.9 days, Pythia-1B on 2 from 55.2 to
+fused AdamW and all its cores. Measured again so (twenty-fourth session, 4 x H200 host, 64 cores), not every cell
+got faster: Llama-3.2-1B on 2 GPUs went from 52.2 to 32.9 days, Pythia-1B on 2 from 55.2 to
 50.7, and Pythia-1B on 4 rose from 16.0 to 18.7. A cell measured with today's engine counts those samples only; one
 measured only before says so in every prediction that uses it: off either way. So a prediction
 takes the cost per parameter measured at its own GPU count, else at the nearest count measured, and says which: the
