@@ -846,6 +846,11 @@ def test_benchmark_screen_shows_the_guided_search_its_predictions_what_cannot_wi
             screen = app.screen
             search = screen.query_one("#search", Static)
             assert "guided" in str(search.render()) and "exhaustive" in str(search.render())
+            step_up = screen.query_one("#b-step-up", Check)  # off by default, as bench's --step-up
+            assert not step_up.value and not screen.request().step_up
+            step_up.toggle()
+            assert screen.request().step_up
+            step_up.toggle()
             exhaustive = screen.query_one("#b-exhaustive", Check)
             assert not exhaustive.value and not screen.request().exhaustive
             exhaustive.toggle()

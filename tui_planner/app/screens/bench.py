@@ -143,6 +143,10 @@ class BenchScreen(Screen):
             yield Check("exhaustive", value=False, compact=True, id="b-exhaustive",
                         tooltip="measure every combination, also those the guided search would leave unrun "
                                 "(bench --exhaustive)")
+            yield Check("step-up", value=False, compact=True, id="b-step-up",
+                        tooltip="after each compiled setting's micro-batch search (uncompiled, as the paper's), "
+                                "measure twice that micro-batch compiled where its memory leaves room, and keep "
+                                "the faster (one GPU; bench --step-up)")
         yield Static(content(GUIDED), id="search")
         with Horizontal(id="progress-row"):
             # Hidden until a sweep starts: an empty bar would animate (15 frames a second) with nothing running.
@@ -268,6 +272,7 @@ class BenchScreen(Screen):
             compile=self.query_one("#b-compile", Check).value, note="tui-planner app",
             retry_failed=self.query_one("#b-retry", Check).value,
             exhaustive=self.query_one("#b-exhaustive", Check).value,
+            step_up=self.query_one("#b-step-up", Check).value,
         )
 
     def action_start(self) -> None:
