@@ -159,8 +159,7 @@ def run(spec: TrialSpec) -> dict[str, Any]:
     device = spec.device
     if device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    per_gpu_batch = model.training.batch_size // (spec.num_gpus * spec.num_nodes)
-    cap = min(spec.max_micro_batch or per_gpu_batch, per_gpu_batch)
+    per_gpu_batch, cap = _share_and_cap(spec, model)
 
     # Free-lunch settings (TF32 only where the GPU has it: the parent decides from the preset).
     tf32 = bool(m.free_lunch and spec.tf32 and device == "cuda")
@@ -315,6 +314,20 @@ def relaunch(measure_at: int, max_fit: int | None, why: str, oom_at: int | None 
 RELAUNCH_FILE: str | None = None  # beside the result file (main)
 
 
+def _share_and_cap(spec: TrialSpec, model) -> tuple[int, int]:
+    """A GPU's share of the batch, and the largest micro-batch the trial may take (the share, or the cap asked for)."""
+    per_gpu = model.training.batch_size // (spec.num_gpus * spec.num_nodes)
+    return per_gpu, min(spec.max_micro_batch or per_gpu, per_gpu)
+
+
+def _step_s(spec: TrialSpec, model, micro: int, measured: dict[str, Any]) -> float:
+    """A step at `micro` from its measured pass and update: pass x accumulation + update."""
+    from engine.data import formulas
+
+    accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, micro)
+    return formulas.step_time_s(measured["pass_s"], accum, measured["update_s"])
+
+
 def _fault_above(fault: str | None, name: str, micro: int) -> bool:
     """Test hooks "eager-oom-above-N" (the uncompiled search runs out of memory above N) and "oom-above-N" (so does
     every measurement): whether `fault` is `name`-N with N below `micro`."""
@@ -334,8 +347,7 @@ def step_up_estimate_gb(peak_gb: float, held_gb: float) -> float:
 def step_up_blocked(spec: TrialSpec, model, measured: dict[str, Any], micro: int, searched: int,
                     compile_on: bool, several: bool) -> str | None:
     """Why a trial does not try twice its micro-batch compiled (`bench --step-up`), or None to try it."""
-    per_gpu = model.training.batch_size // (spec.num_gpus * spec.num_nodes)
-    cap = min(spec.max_micro_batch or per_gpu, per_gpu)
+    per_gpu, cap = _share_and_cap(spec, model)
     up = micro * 2
     if not compile_on:
         return "the setting runs uncompiled: its uncompiled search already tried it"
@@ -378,8 +390,6 @@ def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str,
     dynamic batch dimension (automatic dynamic shapes), not the static graph a fresh process compiles."""
     import dataclasses
 
-    from engine.data import formulas
-
     up = micro * 2
     searched = int(result.get("max_micro_batch") or micro)
     why = step_up_blocked(spec, model, measured, micro, searched, compile_on, several)
@@ -391,11 +401,7 @@ def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str,
         result["step_up"] = {**record, "outcome": "not tried", "why": why}
         return micro, measured
 
-    def step_s(mb: int, meas: dict[str, Any]) -> float:
-        accum = formulas.grad_accum_steps(model.training.batch_size, spec.num_gpus * spec.num_nodes, mb)
-        return formulas.step_time_s(meas["pass_s"], accum, meas["update_s"])
-
-    before = step_s(micro, measured)
+    before = _step_s(spec, model, micro, measured)
     record["step_s_at_from"] = before
     emit("log", line=f"stepping up: micro-batch {up}, compiled (its uncompiled search stopped at {searched})")
     _free(spec.device)
@@ -413,7 +419,7 @@ def _step_up(spec: TrialSpec, model, result: dict[str, Any], measured: dict[str,
         result["step_up"] = {**record, "outcome": "out of memory"}
         return micro, measured
     emit("batch", micro_batch=up, fits=True)
-    after = step_s(up, larger)
+    after = _step_s(spec, model, up, larger)
     record.update(step_s=after, peak_memory_gb=larger.get("peak_memory_gb"))
     if larger.get("stopped_early") or after >= before:
         result["step_up"] = {**record, "outcome": "slower"}

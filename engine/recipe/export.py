@@ -454,6 +454,11 @@ def build(choice: Choice, presets: Presets, db: str | Path | None) -> Recipe:
     return Recipe(args, ds, _launch(plan, model), _explain(plan, model, presets), plan, notes)
 
 
+def fsdp_offload(plan: dict) -> bool:
+    """Whether a plan is FSDP with its parameters offloaded to the host (its optimizer steps there)."""
+    return str(plan.get("sharding") or "").startswith("fsdp") and bool(plan.get("offloading"))
+
+
 def _launch(plan: dict, model: Model) -> str:
     """launch.sh. Every value from the database or the presets is data: in a comment it cannot end the line
     (safe.comment), on a command line it is a validated number or setting, quoted (a shared results file
@@ -499,13 +504,13 @@ def _launch(plan: dict, model: Model) -> str:
         alloc = (f'if [ -z "${{PYTORCH_CUDA_ALLOC_CONF:-}}" ]; then export PYTORCH_CUDA_ALLOC_CONF={shlex.quote(conf)}; fi\n')
     elif conf:
         alloc = "# The allocator setting recorded with this trial is not one PyTorch reads; it is left out.\n"
-    if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading") and plan.get("world_size", 1) > 1:
+    if fsdp_offload(plan) and plan.get("world_size", 1) > 1:
         # Clipping offloaded gradients all-reduces their norm on the CPU: accelerate adds gloo beside NCCL
         # only when these say FSDP offload, and transformers sets them too late (after the process group).
         alloc += "export ACCELERATE_USE_FSDP=true FSDP_OFFLOAD_PARAMS=true  # gloo beside NCCL for CPU tensors\n"
     # torchrun gives each rank one CPU thread unless told; the benchmark gives its ranks half the host's cores between
     # them, all of them for FSDP offload (engine.bench.environment.cpu_threads_per_rank)
-    if (plan["sharding"] or "").startswith("fsdp") and plan.get("offloading"):
+    if fsdp_offload(plan):
         cores, words = "$(nproc)", "the cores, shared by the ranks (FSDP offload steps on the host)"
     else:
         cores, words = "$(nproc) / 2", "half the cores, shared by the ranks"

@@ -130,8 +130,7 @@ def run_verify(req: VerifyRequest, on_event: Callable[[object], None] = lambda e
         cmd = [*agent.command(), f"--log-dir={Path(tmp) / 'logs'}", "--standalone", "--nnodes=1",
                f"--nproc-per-node={plan['world_size']}", "--max-restarts=0", "-m", "engine.recipe.verify_worker",
                str(spec_path), str(result_path)]
-        fsdp_offload = str(plan.get("sharding") or "").startswith("fsdp") and bool(plan.get("offloading"))
-        threads = cpu_threads_per_rank(int(plan["world_size"]), fsdp_offload)
+        threads = cpu_threads_per_rank(int(plan["world_size"]), recipe.fsdp_offload(plan))
         status, tail, duration = _launch(cmd, Path(tmp), req.timeout_s, on_event, threads)
         worker = json.loads(result_path.read_text()) if result_path.exists() else {}
     out.update(duration_s=duration, command="torchrun " + " ".join(cmd[4:]),
